@@ -1,0 +1,29 @@
+// Type-aware lint: the async mistakes that turn into silent stalls in a daemon.
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'src/cri/gen/**', '.demo/**', '.cache/**'] },
+  ...tseslint.configs.strictTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        // node:test's describe/test return promises the runner itself awaits.
+        { allowForKnownSafeCalls: [{ from: 'package', name: ['describe', 'test', 'it', 'suite'], package: 'node:test' }] },
+      ],
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true, allowNullish: false, allowRegExp: false }],
+      'no-restricted-properties': [
+        'error',
+        { object: 'describe', property: 'only', message: 'A focused test hides the rest of the suite.' },
+        { object: 'test', property: 'only', message: 'A focused test hides the rest of the suite.' },
+        { object: 'it', property: 'only', message: 'A focused test hides the rest of the suite.' },
+      ],
+    },
+  },
+  { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the Go components (Kubernetes, etcd, containerd 2.x) from the Go module
+# proxy into $BERTH_CACHE/bin/<component>-<version>/. A component whose cache
+# directory holds a .complete marker is not rebuilt.
+#   hack/build-go.sh [kubernetes|etcd|containerd ...]   (default: all)
+. "$(dirname "$0")/lib.sh"
+
+command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the build modules need it)."
+
+build_module() { # name version moddir unused pkg...
+  local name=$1 version=$2 moddir=$3 out=$4; shift 4
+  local dest="$BERTH_CACHE/bin/$name-$version"
+  if [ -f "$dest/.complete" ]; then log "$name $version: cached in $dest"; return 0; fi
+  mkdir -p "$dest.tmp"
+  log "$name $version: downloading modules (first time only)"
+  (cd "$moddir" && with_heartbeat "$name download" go mod download)
+  log "$name $version: compiling ${*##*/} (cold builds take minutes on 2 cores)"
+  (cd "$moddir" && with_heartbeat "$name build" go build -trimpath -ldflags "$LDFLAGS" -o "$dest.tmp/" "$@")
+  # `go build` names a binary after its package path, minus a /vN suffix.
+  if [ -n "${RENAME:-}" ]; then mv "$dest.tmp/${RENAME%%:*}" "$dest.tmp/${RENAME#*:}"; fi
+  rm -rf "$dest" && mv "$dest.tmp" "$dest" && touch "$dest/.complete"
+  log "$name $version: built into $dest"
+}
+
+build_kubernetes() {
+  local v=$KUBERNETES_VERSION major minor
+  major=${v#v}; major=${major%%.*}; minor=${v#v"$major".}; minor=${minor%%.*}
+  LDFLAGS="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    LDFLAGS+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  build_module kubernetes "$v" "$BERTH_ROOT/hack/go/k8s" "" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet
+}
+
+build_etcd() {
+  LDFLAGS="-s -w"
+  RENAME=server:etcd build_module etcd "$ETCD_VERSION" "$BERTH_ROOT/hack/go/etcd" "" \
+    go.etcd.io/etcd/server/v3 go.etcd.io/etcd/etcdctl/v3
+}
+
+build_containerd() {
+  LDFLAGS="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+  build_module containerd "$CONTAINERD_VERSION" "$BERTH_ROOT/hack/go/containerd" "" \
+    github.com/containerd/containerd/v2/cmd/containerd \
+    github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+    github.com/containerd/containerd/v2/cmd/ctr
+}
+
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd containerd kubernetes)
+for t in "${targets[@]}"; do
+  case $t in
+    kubernetes|etcd|containerd) "build_$t" ;;
+    *) die "unknown component '$t' (expected kubernetes, etcd or containerd)" ;;
+  esac
+done

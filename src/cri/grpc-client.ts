@@ -1,0 +1,180 @@
+/**
+ * CriClient over grpc-js on the runtime's unix socket. One channel serves both
+ * services. grpc-js has no AbortSignal support, so each call bridges the caller's
+ * signal to call.cancel() and always removes its listener, and each call gets a
+ * deadline (runtimeRequestTimeout, 2 min by default, as upstream).
+ */
+import { Client, Metadata, credentials, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
+import * as api from './gen/runtime/v1/api.ts';
+import { criErrorFrom } from './errors.ts';
+import { IMAGE_REQUESTS, RUNTIME_REQUESTS } from './request-codecs.ts';
+import type {
+  CriCallOptions,
+  CriClient,
+  ImageService,
+  MethodDefinition,
+  RuntimeService,
+  UnaryApi,
+} from './types.ts';
+
+export interface GrpcCriClientOptions {
+  /** Default deadline of a call in ms (upstream runtimeRequestTimeout: 2m). 0 = none. */
+  readonly defaultTimeoutMs?: number;
+  /** Largest message either way; upstream raises gRPC's 4 MiB to 16 MiB. */
+  readonly maxMessageBytes?: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+const DEFAULT_MAX_MESSAGE = 16 * 1024 * 1024;
+
+// Pulls are bounded by the caller's signal alone: a large image on a slow registry
+// legitimately takes longer than any fixed request timeout.
+const NO_DEFAULT_DEADLINE: ReadonlySet<string> = new Set(['/runtime.v1.ImageService/PullImage']);
+
+interface CallSite {
+  stack?: string;
+}
+
+function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
+}
+
+function isServiceError(err: unknown): err is ServiceError {
+  return err instanceof Error && typeof (err as Partial<ServiceError>).code === 'number';
+}
+
+export class GrpcCriClient implements CriClient {
+  readonly endpoint: string;
+  readonly runtime: RuntimeService;
+  readonly image: ImageService;
+  readonly #client: Client;
+  readonly #defaultTimeoutMs: number;
+  #closed = false;
+
+  /** `socketPath` is the runtime's unix socket, e.g. /run/containerd/containerd.sock. */
+  constructor(socketPath: string, options: GrpcCriClientOptions = {}) {
+    this.endpoint = `unix://${socketPath}`;
+    this.#defaultTimeoutMs = options.defaultTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
+    // The channel connects lazily, on the first call: constructing does no I/O.
+    this.#client = new Client(this.endpoint, credentials.createInsecure(), {
+      'grpc.max_receive_message_length': max,
+      'grpc.max_send_message_length': max,
+      // A local socket is cheap to retry. grpc-js's default back-off grows to 120 s, which
+      // would keep berth failing fast long after a restarted runtime is back.
+      'grpc.initial_reconnect_backoff_ms': 100,
+      'grpc.max_reconnect_backoff_ms': 2000,
+    });
+    const runtime = this.#bind(api.RuntimeServiceService, RUNTIME_REQUESTS);
+    this.runtime = {
+      ...runtime,
+      getContainerEvents: (opts?: CriCallOptions) =>
+        this.#stream(api.RuntimeServiceService.getContainerEvents, api.GetEventsRequest.create(), opts),
+    };
+    this.image = this.#bind(api.ImageServiceService, IMAGE_REQUESTS);
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#client.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** Builds the unary method table of one service from its generated definition. */
+  #bind<S extends Record<string, MethodDefinition<never, unknown>>>(
+    service: S,
+    codecs: { readonly [K in keyof S]: api.MessageFns<unknown> },
+  ): UnaryApi<S> {
+    const out: Record<string, unknown> = {};
+    for (const [name, def] of Object.entries(service)) {
+      if (def.responseStream) continue;
+      const codec = codecs[name];
+      if (codec === undefined) throw new Error(`Cannot bind CRI method ${name}: no request codec`);
+      const method = def as unknown as MethodDefinition<unknown, unknown>;
+      out[name] = (request: unknown, opts?: CriCallOptions) =>
+        this.#unary(method, codec.fromPartial(request as never), opts);
+    }
+    // The loop above produced one entry per unary key of S, as UnaryApi<S> describes.
+    return out as UnaryApi<S>;
+  }
+
+  #deadline(path: string, opts: CriCallOptions | undefined): Date | undefined {
+    const ms = opts?.timeoutMs ?? (NO_DEFAULT_DEADLINE.has(path) ? 0 : this.#defaultTimeoutMs);
+    return ms > 0 ? new Date(Date.now() + ms) : undefined;
+  }
+
+  #unary<Req, Res>(def: MethodDefinition<Req, Res>, request: Req, opts?: CriCallOptions): Promise<Res> {
+    const site: CallSite = {};
+    Error.captureStackTrace(site, this.#unary);
+    const method = def.path.slice('/runtime.v1.'.length);
+    const signal = opts?.signal;
+    if (signal?.aborted === true) {
+      return Promise.reject(criErrorFrom(method, GrpcStatus.CANCELLED, 'aborted before the call', signal.reason, site.stack));
+    }
+    const deadline = this.#deadline(def.path, opts);
+    return new Promise<Res>((resolve, reject) => {
+      const onAbort = (): void => {
+        call.cancel();
+      };
+      const call = this.#client.makeUnaryRequest(
+        def.path,
+        def.requestSerialize,
+        def.responseDeserialize,
+        request,
+        new Metadata(),
+        deadline === undefined ? {} : { deadline },
+        (err, response) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (err !== null) {
+            reject(criErrorFrom(method, err.code, err.details, err, site.stack));
+          } else if (response === undefined) {
+            reject(criErrorFrom(method, GrpcStatus.INTERNAL, 'empty response', undefined, site.stack));
+          } else {
+            resolve(response);
+          }
+        },
+      );
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  async *#stream<Req, Res>(
+    def: MethodDefinition<Req, Res>,
+    request: Req,
+    opts?: CriCallOptions,
+  ): AsyncGenerator<Res, void, undefined> {
+    const site: CallSite = {};
+    Error.captureStackTrace(site, this.#stream);
+    const method = def.path.slice('/runtime.v1.'.length);
+    const signal = opts?.signal;
+    if (signal?.aborted === true) return;
+    const deadline = opts?.timeoutMs !== undefined && opts.timeoutMs > 0 ? new Date(Date.now() + opts.timeoutMs) : undefined;
+    const call = this.#client.makeServerStreamRequest(
+      def.path,
+      def.requestSerialize,
+      def.responseDeserialize,
+      request,
+      new Metadata(),
+      deadline === undefined ? {} : { deadline },
+    );
+    const onAbort = (): void => {
+      call.cancel();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      for await (const message of call) yield message as Res;
+    } catch (err) {
+      // Re-read: the signal may have fired while the stream was open.
+      if (isAborted(signal)) return;
+      if (isServiceError(err)) throw criErrorFrom(method, err.code, err.details, err, site.stack);
+      throw err;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      call.cancel();
+    }
+  }
+}

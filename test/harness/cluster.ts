@@ -1,0 +1,166 @@
+/**
+ * One call starts a whole single-node test cluster under a fresh directory: PKI,
+ * registry (with the project's images pushed), containerd (2.x or 1.6, with the
+ * images preloaded), etcd, kube-apiserver, kube-controller-manager, kube-scheduler.
+ * One call (`stop`) removes every trace of it again.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildImages, type BuiltImage } from '../../hack/images/build.ts';
+import { binaries, type Binaries } from './binaries.ts';
+import { startContainerd, importImage, type Containerd, type RuntimeKind } from './containerd.ts';
+import { startControlPlane, type ControlPlane } from './control-plane.ts';
+import { run } from './exec.ts';
+import { freePort } from './net.ts';
+import { createClusterPki, type ClusterPki } from './pki.ts';
+import type { ComponentProcess } from './process.ts';
+import { pushImage, startRegistry, type Registry } from './registry.ts';
+import { findLeaks, teardownCluster, type ClusterState } from './teardown.ts';
+
+export type { RuntimeKind } from './containerd.ts';
+
+export interface ClusterOptions {
+  readonly runtime?: RuntimeKind;
+  /** Directory to use instead of a new temporary one (the demo uses .demo/cluster). */
+  readonly root?: string;
+  /** Leave the processes running after this Node process exits (the demo). */
+  readonly detached?: boolean;
+  /** Fixed apiserver port (the demo); tests take free ports. */
+  readonly apiserverPort?: number;
+  readonly log?: (message: string) => void;
+}
+
+export interface TestImages {
+  /** Reference in the cluster's registry (needs credentials), e.g. 127.0.0.1:41234/berth/busybox:… */
+  readonly busybox: string;
+  /** Name under which the image is preloaded into the runtime. */
+  readonly busyboxLocal: string;
+  readonly pauseLocal: string;
+  readonly pause: string;
+}
+
+export interface Cluster {
+  readonly id: string;
+  readonly root: string;
+  readonly state: ClusterState;
+  readonly pki: ClusterPki;
+  readonly bin: Binaries;
+  readonly controlPlane: ControlPlane;
+  readonly registry: Registry;
+  readonly runtime: Containerd;
+  readonly images: TestImages;
+  readonly adminKubeconfig: string;
+  /** Runs kubectl against the cluster as admin. */
+  kubectl(args: readonly string[], options?: { input?: string }): Promise<string>;
+  /** Stops everything and removes all the cluster made. Idempotent. */
+  stop(): Promise<void>;
+  /** What survived `stop()` (empty when it was complete). */
+  leaks(): Promise<string[]>;
+}
+
+export const STATE_FILE = 'cluster-state.json';
+
+async function pickSubnetPrefix(): Promise<string> {
+  const { stdout } = await run('ip', ['-o', '-4', 'addr', 'show']);
+  for (let i = 0; i < 50; i++) {
+    const prefix = `10.88.${1 + Math.floor(Math.random() * 250)}`;
+    if (!stdout.includes(` ${prefix}.`)) return prefix;
+  }
+  throw new Error('Cannot pick a pod subnet: every 10.88.x.0/24 tried is in use on this machine');
+}
+
+export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
+  const log = options.log ?? (() => undefined);
+  const detached = options.detached === true;
+  const kind: RuntimeKind = options.runtime ?? 'containerd2';
+  const bin = binaries();
+  const id = randomBytes(3).toString('hex');
+  const root = options.root ?? (await mkdtemp(join(tmpdir(), `berth-cluster-${id}-`)));
+  await mkdir(root, { recursive: true });
+  const processes: ComponentProcess[] = [];
+  const bridge = `bth${id}`;
+  const state = (): ClusterState => ({
+    id,
+    root,
+    bridge,
+    cgroupRoot: `/berth-${id}`,
+    runtimeSocket: join(root, 'containerd', 'containerd.sock'),
+    processes: processes.map((p) => ({ name: p.name, pid: p.pid, logFile: p.logFile })),
+  });
+  const saveState = (): Promise<void> => writeFile(join(root, STATE_FILE), JSON.stringify(state(), null, 2));
+  await saveState();
+  try {
+    log(`cluster ${id}: PKI and images`);
+    const [pki, images] = await Promise.all([createClusterPki(join(root, 'pki')), buildImages()]);
+    const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler, registryPort] = await Promise.all([
+      freePort(), freePort(), options.apiserverPort ?? freePort(), freePort(), freePort(), freePort(),
+    ]);
+    log(`cluster ${id}: registry on 127.0.0.1:${registryPort}`);
+    const registry = await startRegistry({ dir: join(root, 'registry'), port: registryPort, pki, bin, detached });
+    processes.push(registry.process);
+    await saveState();
+    await pushImage(registry, images.busybox.layout, images.busybox.repoTag);
+    await pushImage(registry, images.pause.layout, images.pause.repoTag);
+
+    log(`cluster ${id}: ${kind}`);
+    const runtime = await startContainerd({
+      kind, dir: join(root, 'containerd'), bin, detached,
+      sandboxImage: images.pause.localRef,
+      registryHost: registry.host, registryCa: pki.ca.cert,
+      bridge, subnetPrefix: await pickSubnetPrefix(),
+    });
+    processes.push(runtime.process);
+    await saveState();
+    await Promise.all([importImage(runtime, images.pause.archive), importImage(runtime, images.busybox.archive)]);
+
+    log(`cluster ${id}: control plane`);
+    const controlPlane = await startControlPlane({
+      dir: join(root, 'control-plane'), pki, bin, detached,
+      ports: { etcdClient, etcdPeer, apiserver, controllerManager, scheduler },
+    });
+    processes.push(...controlPlane.processes);
+    await saveState();
+    log(`cluster ${id}: ready, apiserver ${controlPlane.server}`);
+    return makeCluster({ id, root, state: state(), pki, bin, controlPlane, registry, runtime, images });
+  } catch (err) {
+    await teardownCluster(state(), log).catch(() => undefined);
+    throw err;
+  }
+}
+
+function makeCluster(parts: {
+  id: string; root: string; state: ClusterState; pki: ClusterPki; bin: Binaries;
+  controlPlane: ControlPlane; registry: Registry; runtime: Containerd;
+  images: { pause: BuiltImage; busybox: BuiltImage };
+}): Cluster {
+  let stopped: Promise<void> | undefined;
+  const { registry, images } = parts;
+  return {
+    ...parts,
+    images: {
+      busybox: `${registry.host}/${images.busybox.repoTag}`,
+      busyboxLocal: images.busybox.localRef,
+      pause: `${registry.host}/${images.pause.repoTag}`,
+      pauseLocal: images.pause.localRef,
+    },
+    adminKubeconfig: parts.controlPlane.adminKubeconfig,
+    async kubectl(args, options) {
+      const { stdout } = await run(parts.bin.kubectl, ['--kubeconfig', parts.controlPlane.adminKubeconfig, ...args], {
+        ...(options?.input !== undefined && { input: options.input }),
+      });
+      return stdout;
+    },
+    stop() {
+      stopped ??= teardownCluster(parts.state);
+      return stopped;
+    },
+    leaks: () => findLeaks(parts.state),
+  };
+}
+
+/** Reads the state a detached cluster recorded (for `make demo-stop`). */
+export async function readClusterState(root: string): Promise<ClusterState> {
+  return JSON.parse(await readFile(join(root, STATE_FILE), 'utf8')) as ClusterState;
+}
