@@ -172,7 +172,18 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
   }
   await writeFile(
     join(p.certsD, o.registryHost, 'hosts.toml'),
-    `server = "https://${o.registryHost}"\n\n[host."https://${o.registryHost}"]\n  capabilities = ["pull", "resolve"]\n  ca = ${tomlString(o.registryCa)}\n`,
+    // The CA goes on the `server` entry (top level) and on the [host] entry: the host is
+    // tried first and, on a 404, the server; without the CA there, "not found" would turn
+    // into a certificate error. containerd 1.6 needs the [host] table to use TLS at all.
+    [
+      `server = "https://${o.registryHost}"`,
+      `ca = ${tomlString(o.registryCa)}`,
+      '',
+      `[host."https://${o.registryHost}"]`,
+      '  capabilities = ["pull", "resolve"]',
+      `  ca = ${tomlString(o.registryCa)}`,
+      '',
+    ].join('\n'),
   );
   const podSubnet = `${o.subnetPrefix}.0/24`;
   await writeFile(
@@ -238,6 +249,8 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
 }
 
 /** Imports an OCI archive into the runtime's k8s.io namespace (where CRI looks). */
-export async function importImage(c: { ctr: string; socket: string }, archive: string): Promise<void> {
-  await run(c.ctr, ['--address', c.socket, '--namespace', 'k8s.io', 'images', 'import', '--local', archive]);
+export async function importImage(c: { kind: RuntimeKind; ctr: string; socket: string }, archive: string): Promise<void> {
+  // 2.x's ctr imports through the transfer service by default; --local keeps the 1.x path.
+  const local = c.kind === 'containerd2' ? ['--local'] : [];
+  await run(c.ctr, ['--address', c.socket, '--namespace', 'k8s.io', 'images', 'import', ...local, archive]);
 }

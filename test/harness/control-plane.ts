@@ -19,6 +19,7 @@ export interface ControlPlanePorts {
 
 export interface ControlPlane {
   readonly server: string;
+  readonly ports: ControlPlanePorts;
   readonly adminKubeconfig: string;
   readonly processes: readonly ComponentProcess[];
 }
@@ -159,7 +160,7 @@ export async function startControlPlane(options: {
       }, { timeoutMs: 60_000, intervalMs: 200, describe: () => proc.tail() }),
     ),
   );
-  return { server, adminKubeconfig: files.admin, processes };
+  return { server, ports, adminKubeconfig: files.admin, processes };
 }
 
 // kube-controller-manager and kube-scheduler sign their own serving certificates.
