@@ -12,15 +12,30 @@ export default tseslint.config(
       '@typescript-eslint/no-floating-promises': [
         'error',
         // node:test's describe/test return promises the runner itself awaits.
-        { allowForKnownSafeCalls: [{ from: 'package', name: ['describe', 'test', 'it', 'suite'], package: 'node:test' }] },
+        {
+          allowForKnownSafeCalls: [
+            { from: 'package', name: ['describe', 'test', 'it', 'suite'], package: 'node:test' },
+          ],
+        },
       ],
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
-      '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true, allowBoolean: true, allowNullish: false, allowRegExp: false }],
+      '@typescript-eslint/restrict-template-expressions': [
+        'error',
+        { allowNumber: true, allowBoolean: true, allowNullish: false, allowRegExp: false },
+      ],
       'no-restricted-properties': [
         'error',
-        { object: 'describe', property: 'only', message: 'A focused test hides the rest of the suite.' },
-        { object: 'test', property: 'only', message: 'A focused test hides the rest of the suite.' },
+        {
+          object: 'describe',
+          property: 'only',
+          message: 'A focused test hides the rest of the suite.',
+        },
+        {
+          object: 'test',
+          property: 'only',
+          message: 'A focused test hides the rest of the suite.',
+        },
         { object: 'it', property: 'only', message: 'A focused test hides the rest of the suite.' },
       ],
     },

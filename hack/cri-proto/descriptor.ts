@@ -81,7 +81,9 @@ export async function upstreamCriProto(version: string): Promise<string> {
   });
   const info = JSON.parse(stdout) as { Dir?: string; Error?: string };
   if (info.Dir === undefined) {
-    throw new Error(`Cannot download k8s.io/cri-api@${version}: ${info.Error ?? 'no module directory'}`);
+    throw new Error(
+      `Cannot download k8s.io/cri-api@${version}: ${info.Error ?? 'no module directory'}`,
+    );
   }
   return join(info.Dir, 'pkg/apis/runtime/v1/api.proto');
 }

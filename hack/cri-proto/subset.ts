@@ -20,22 +20,55 @@ import {
 /** The RPCs berth uses. Streaming list variants and pod checkpoint/restore are left out. */
 export const USED_RPCS: Readonly<Record<string, readonly string[]>> = {
   RuntimeService: [
-    'Version', 'RunPodSandbox', 'StopPodSandbox', 'RemovePodSandbox', 'PodSandboxStatus',
-    'ListPodSandbox', 'CreateContainer', 'StartContainer', 'StopContainer', 'RemoveContainer',
-    'ListContainers', 'ContainerStatus', 'UpdateContainerResources', 'ReopenContainerLog',
-    'ExecSync', 'Exec', 'Attach', 'PortForward', 'ContainerStats', 'ListContainerStats',
-    'PodSandboxStats', 'ListPodSandboxStats', 'UpdateRuntimeConfig', 'Status',
-    'CheckpointContainer', 'GetContainerEvents', 'ListMetricDescriptors',
-    'ListPodSandboxMetrics', 'RuntimeConfig',
+    'Version',
+    'RunPodSandbox',
+    'StopPodSandbox',
+    'RemovePodSandbox',
+    'PodSandboxStatus',
+    'ListPodSandbox',
+    'CreateContainer',
+    'StartContainer',
+    'StopContainer',
+    'RemoveContainer',
+    'ListContainers',
+    'ContainerStatus',
+    'UpdateContainerResources',
+    'ReopenContainerLog',
+    'ExecSync',
+    'Exec',
+    'Attach',
+    'PortForward',
+    'ContainerStats',
+    'ListContainerStats',
+    'PodSandboxStats',
+    'ListPodSandboxStats',
+    'UpdateRuntimeConfig',
+    'Status',
+    'CheckpointContainer',
+    'GetContainerEvents',
+    'ListMetricDescriptors',
+    'ListPodSandboxMetrics',
+    'RuntimeConfig',
   ],
   ImageService: ['ListImages', 'ImageStatus', 'PullImage', 'RemoveImage', 'ImageFsInfo'],
 };
 
 const SCALARS: Readonly<Record<string, string>> = {
-  TYPE_DOUBLE: 'double', TYPE_FLOAT: 'float', TYPE_INT64: 'int64', TYPE_UINT64: 'uint64',
-  TYPE_INT32: 'int32', TYPE_FIXED64: 'fixed64', TYPE_FIXED32: 'fixed32', TYPE_BOOL: 'bool',
-  TYPE_STRING: 'string', TYPE_BYTES: 'bytes', TYPE_UINT32: 'uint32', TYPE_SFIXED32: 'sfixed32',
-  TYPE_SFIXED64: 'sfixed64', TYPE_SINT32: 'sint32', TYPE_SINT64: 'sint64',
+  TYPE_DOUBLE: 'double',
+  TYPE_FLOAT: 'float',
+  TYPE_INT64: 'int64',
+  TYPE_UINT64: 'uint64',
+  TYPE_INT32: 'int32',
+  TYPE_FIXED64: 'fixed64',
+  TYPE_FIXED32: 'fixed32',
+  TYPE_BOOL: 'bool',
+  TYPE_STRING: 'string',
+  TYPE_BYTES: 'bytes',
+  TYPE_UINT32: 'uint32',
+  TYPE_SFIXED32: 'sfixed32',
+  TYPE_SFIXED64: 'sfixed64',
+  TYPE_SINT32: 'sint32',
+  TYPE_SINT64: 'sint64',
 };
 
 function localName(file: FileDescriptor, typeName: string): string {
@@ -51,7 +84,8 @@ export function reachableTypes(file: FileDescriptor): Set<string> {
     if (seen.has(top)) return;
     seen.add(top);
     const walk = (m: MessageDescriptor): void => {
-      for (const f of m.field ?? []) if (f.typeName !== undefined) visit(localName(file, f.typeName));
+      for (const f of m.field ?? [])
+        if (f.typeName !== undefined) visit(localName(file, f.typeName));
       for (const n of m.nestedType ?? []) walk(n);
     };
     const m = messages.get(top);
@@ -140,7 +174,8 @@ export function renderSubset(file: FileDescriptor, version: string): string {
 
 if (import.meta.main) {
   const version = (await pinnedVersions())['CRI_API_VERSION'];
-  if (version === undefined) throw new Error('Cannot generate the CRI subset: versions.env has no CRI_API_VERSION');
+  if (version === undefined)
+    throw new Error('Cannot generate the CRI subset: versions.env has no CRI_API_VERSION');
   const upstream = await loadProto(await upstreamCriProto(version));
   const target = new URL('../../proto/runtime/v1/api.proto', import.meta.url);
   await writeFile(target, renderSubset(upstream, version));

@@ -29,7 +29,10 @@ import { cacheDir } from '../../test/harness/binaries.ts';
 export { cacheDir };
 
 async function exists(path: string): Promise<boolean> {
-  return stat(path).then(() => true, () => false);
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function debVersion(pkg: string): Promise<string> {
@@ -48,13 +51,25 @@ interface ImageRecipe {
 
 async function pauseRecipe(): Promise<ImageRecipe> {
   const source = join(REPO_ROOT, 'images/pause/pause.c');
-  const digest = createHash('sha256').update(await readFile(source)).digest('hex').slice(0, 12);
+  const digest = createHash('sha256')
+    .update(await readFile(source))
+    .digest('hex')
+    .slice(0, 12);
   return {
     name: 'pause',
     tag: `1.0-${digest}`,
     config: { entrypoint: ['/pause'], user: '65535:65535' },
     async populate(rootfs) {
-      await run('gcc', ['-static', '-O2', '-Wall', '-Wextra', '-Werror', '-o', join(rootfs, 'pause'), source]);
+      await run('gcc', [
+        '-static',
+        '-O2',
+        '-Wall',
+        '-Wextra',
+        '-Werror',
+        '-o',
+        join(rootfs, 'pause'),
+        source,
+      ]);
       await run('strip', [join(rootfs, 'pause')]);
     },
   };
@@ -69,14 +84,18 @@ async function busyboxRecipe(): Promise<ImageRecipe> {
     tag,
     config: { cmd: ['sh'] },
     async populate(rootfs) {
-      for (const dir of ['bin', 'etc', 'tmp', 'root', 'home', 'var']) await mkdir(join(rootfs, dir));
+      for (const dir of ['bin', 'etc', 'tmp', 'root', 'home', 'var'])
+        await mkdir(join(rootfs, dir));
       await chmod(join(rootfs, 'tmp'), 0o1777);
       await run('cp', ['/bin/busybox', join(rootfs, 'bin/busybox')]);
       const { stdout } = await run('/bin/busybox', ['--list']);
       for (const applet of stdout.split('\n').filter((a) => a !== '' && a !== 'busybox')) {
         await symlink('busybox', join(rootfs, 'bin', applet));
       }
-      await writeFile(join(rootfs, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n');
+      await writeFile(
+        join(rootfs, 'etc/passwd'),
+        'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n',
+      );
       await writeFile(join(rootfs, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n');
     },
   };
@@ -106,7 +125,10 @@ async function build(recipe: ImageRecipe): Promise<BuiltImage> {
 
 /** Builds (or finds in the cache) every test image. */
 export async function buildImages(): Promise<{ pause: BuiltImage; busybox: BuiltImage }> {
-  const [pause, busybox] = await Promise.all([pauseRecipe().then(build), busyboxRecipe().then(build)]);
+  const [pause, busybox] = await Promise.all([
+    pauseRecipe().then(build),
+    busyboxRecipe().then(build),
+  ]);
   return { pause, busybox };
 }
 

@@ -52,8 +52,17 @@ export async function writeOciLayout(
   await rm(tmp, { recursive: true, force: true });
   await mkdir(join(tmp, 'blobs', 'sha256'), { recursive: true });
   await run('tar', [
-    '--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner', '--format=gnu',
-    '-C', rootfs, '-cf', join(tmp, 'layer.tar'), '.',
+    '--sort=name',
+    '--mtime=@0',
+    '--owner=0',
+    '--group=0',
+    '--numeric-owner',
+    '--format=gnu',
+    '-C',
+    rootfs,
+    '-cf',
+    join(tmp, 'layer.tar'),
+    '.',
   ]);
   const layerTar = await readFile(join(tmp, 'layer.tar'));
   await rm(join(tmp, 'layer.tar'));
@@ -73,7 +82,12 @@ export async function writeOciLayout(
     history: [{ created: '1970-01-01T00:00:00Z', created_by: `berth hack/images (${ref})` }],
   };
   const configDesc = await writeBlob(tmp, Buffer.from(JSON.stringify(imageConfig)), CONFIG_TYPE);
-  const manifest = { schemaVersion: 2, mediaType: MANIFEST_TYPE, config: configDesc, layers: [layer] };
+  const manifest = {
+    schemaVersion: 2,
+    mediaType: MANIFEST_TYPE,
+    config: configDesc,
+    layers: [layer],
+  };
   const manifestDesc = await writeBlob(tmp, Buffer.from(JSON.stringify(manifest)), MANIFEST_TYPE);
   const tag = ref.slice(ref.lastIndexOf(':') + 1);
   const index = {
@@ -91,7 +105,17 @@ export async function writeOciLayout(
   await writeFile(join(tmp, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
   await rm(layout, { recursive: true, force: true });
   await rename(tmp, layout);
-  await run('tar', ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '-C', layout, '-cf', `${layout}.tar`, '.']);
+  await run('tar', [
+    '--sort=name',
+    '--mtime=@0',
+    '--owner=0',
+    '--group=0',
+    '-C',
+    layout,
+    '-cf',
+    `${layout}.tar`,
+    '.',
+  ]);
   return manifestDesc;
 }
 
@@ -102,11 +126,18 @@ export async function readOciLayout(layout: string): Promise<{
   blobs: readonly Descriptor[];
   blobPath: (d: Descriptor) => string;
 }> {
-  const index = JSON.parse(await readFile(join(layout, 'index.json'), 'utf8')) as { manifests: Descriptor[] };
+  const index = JSON.parse(await readFile(join(layout, 'index.json'), 'utf8')) as {
+    manifests: Descriptor[];
+  };
   const manifest = index.manifests[0];
-  if (manifest === undefined) throw new Error(`Cannot read image layout ${layout}: index.json lists no manifest`);
-  const blobPath = (d: Descriptor): string => join(layout, 'blobs', 'sha256', d.digest.slice('sha256:'.length));
+  if (manifest === undefined)
+    throw new Error(`Cannot read image layout ${layout}: index.json lists no manifest`);
+  const blobPath = (d: Descriptor): string =>
+    join(layout, 'blobs', 'sha256', d.digest.slice('sha256:'.length));
   const manifestBytes = await readFile(blobPath(manifest));
-  const parsed = JSON.parse(manifestBytes.toString('utf8')) as { config: Descriptor; layers: Descriptor[] };
+  const parsed = JSON.parse(manifestBytes.toString('utf8')) as {
+    config: Descriptor;
+    layers: Descriptor[];
+  };
   return { manifest, manifestBytes, blobs: [...parsed.layers, parsed.config], blobPath };
 }

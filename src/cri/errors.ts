@@ -93,11 +93,15 @@ const BY_STATUS: ReadonlyMap<GrpcStatus, CriErrorClass> = new Map<GrpcStatus, Cr
 // Runtimes report registry failures of PullImage as code Unknown (containerd) with the
 // registry's answer in the text, so pulls are classified by message as well. Auth is
 // checked first: a registry that wants credentials often also says "not found".
-const PULL_AUTH = /\b401\b|\b403\b|unauthori[sz]ed|authorization failed|authentication required|no basic auth credentials|access denied|denied:/i;
+const PULL_AUTH =
+  /\b401\b|\b403\b|unauthori[sz]ed|authorization failed|authentication required|no basic auth credentials|access denied|denied:/i;
 const PULL_NOT_FOUND = /not found|manifest unknown|name unknown|\b404\b/i;
 
 function classFor(method: string, grpcCode: GrpcStatus, details: string): CriErrorClass {
-  if (method.endsWith('/PullImage') && (grpcCode === GrpcStatus.UNKNOWN || grpcCode === GrpcStatus.NOT_FOUND)) {
+  if (
+    method.endsWith('/PullImage') &&
+    (grpcCode === GrpcStatus.UNKNOWN || grpcCode === GrpcStatus.NOT_FOUND)
+  ) {
     if (PULL_AUTH.test(details)) return CriUnauthenticatedError;
     if (PULL_NOT_FOUND.test(details)) return CriNotFoundError;
   }
@@ -114,6 +118,7 @@ export function criErrorFrom(
 ): CriError {
   const Class = classFor(method, grpcCode, details);
   const err = new Class(`CRI ${method} failed: ${details}`, { method, grpcCode, details, cause });
-  if (stack !== undefined) err.stack = `${err.name}: ${err.message}\n${stack.split('\n').slice(1).join('\n')}`;
+  if (stack !== undefined)
+    err.stack = `${err.name}: ${err.message}\n${stack.split('\n').slice(1).join('\n')}`;
   return err;
 }

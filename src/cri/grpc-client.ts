@@ -4,7 +4,13 @@
  * signal to call.cancel() and always removes its listener, and each call gets a
  * deadline (runtimeRequestTimeout, 2 min by default, as upstream).
  */
-import { Client, Metadata, credentials, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
+import {
+  Client,
+  Metadata,
+  credentials,
+  status as GrpcStatus,
+  type ServiceError,
+} from '@grpc/grpc-js';
 import * as api from './gen/runtime/v1/api.ts';
 import { criErrorFrom } from './errors.ts';
 import { IMAGE_REQUESTS, RUNTIME_REQUESTS } from './request-codecs.ts';
@@ -69,7 +75,11 @@ export class GrpcCriClient implements CriClient {
     this.runtime = {
       ...runtime,
       getContainerEvents: (opts?: CriCallOptions) =>
-        this.#stream(api.RuntimeServiceService.getContainerEvents, api.GetEventsRequest.create(), opts),
+        this.#stream(
+          api.RuntimeServiceService.getContainerEvents,
+          api.GetEventsRequest.create(),
+          opts,
+        ),
     };
     this.image = this.#bind(api.ImageServiceService, IMAGE_REQUESTS);
   }
@@ -107,13 +117,25 @@ export class GrpcCriClient implements CriClient {
     return ms > 0 ? new Date(Date.now() + ms) : undefined;
   }
 
-  #unary<Req, Res>(def: MethodDefinition<Req, Res>, request: Req, opts?: CriCallOptions): Promise<Res> {
+  #unary<Req, Res>(
+    def: MethodDefinition<Req, Res>,
+    request: Req,
+    opts?: CriCallOptions,
+  ): Promise<Res> {
     const site: CallSite = {};
     Error.captureStackTrace(site, this.#unary);
     const method = def.path.slice('/runtime.v1.'.length);
     const signal = opts?.signal;
     if (signal?.aborted === true) {
-      return Promise.reject(criErrorFrom(method, GrpcStatus.CANCELLED, 'aborted before the call', signal.reason, site.stack));
+      return Promise.reject(
+        criErrorFrom(
+          method,
+          GrpcStatus.CANCELLED,
+          'aborted before the call',
+          signal.reason,
+          site.stack,
+        ),
+      );
     }
     const deadline = this.#deadline(def.path, opts);
     return new Promise<Res>((resolve, reject) => {
@@ -132,7 +154,9 @@ export class GrpcCriClient implements CriClient {
           if (err !== null) {
             reject(criErrorFrom(method, err.code, err.details, err, site.stack));
           } else if (response === undefined) {
-            reject(criErrorFrom(method, GrpcStatus.INTERNAL, 'empty response', undefined, site.stack));
+            reject(
+              criErrorFrom(method, GrpcStatus.INTERNAL, 'empty response', undefined, site.stack),
+            );
           } else {
             resolve(response);
           }
@@ -152,7 +176,10 @@ export class GrpcCriClient implements CriClient {
     const method = def.path.slice('/runtime.v1.'.length);
     const signal = opts?.signal;
     if (signal?.aborted === true) return;
-    const deadline = opts?.timeoutMs !== undefined && opts.timeoutMs > 0 ? new Date(Date.now() + opts.timeoutMs) : undefined;
+    const deadline =
+      opts?.timeoutMs !== undefined && opts.timeoutMs > 0
+        ? new Date(Date.now() + opts.timeoutMs)
+        : undefined;
     const call = this.#client.makeServerStreamRequest(
       def.path,
       def.requestSerialize,

@@ -22,7 +22,9 @@ export interface MethodDefinition<Req, Res> {
 }
 
 export type RequestOf<D> = D extends { requestSerialize: (value: infer R) => Buffer } ? R : never;
-export type ResponseOf<D> = D extends { responseDeserialize: (value: Buffer) => infer R } ? R : never;
+export type ResponseOf<D> = D extends { responseDeserialize: (value: Buffer) => infer R }
+  ? R
+  : never;
 
 type UnaryKeys<S> = { [K in keyof S]: S[K] extends { responseStream: false } ? K : never }[keyof S];
 

@@ -29,14 +29,18 @@ describe('test cluster', () => {
 
   test('the apiserver answers /readyz ok through kubectl', async () => {
     assert.equal((await cluster.kubectl(['get', '--raw', '/readyz'])).trim(), 'ok');
-    const version = JSON.parse(await cluster.kubectl(['version', '-o', 'json'])) as { serverVersion?: { gitVersion?: string } };
+    const version = JSON.parse(await cluster.kubectl(['version', '-o', 'json'])) as {
+      serverVersion?: { gitVersion?: string };
+    };
     assert.equal(version.serverVersion?.gitVersion, 'v1.37.2');
   });
 
   test('the scheduler and controller-manager report healthy', async () => {
     const { controllerManager, scheduler } = cluster.controlPlane.ports;
     for (const port of [controllerManager, scheduler]) {
-      const res = await fetchLocal(`https://127.0.0.1:${port}/healthz`, { rejectUnauthorized: false });
+      const res = await fetchLocal(`https://127.0.0.1:${port}/healthz`, {
+        rejectUnauthorized: false,
+      });
       assert.equal(res.status, 200);
       assert.equal(res.body.toString(), 'ok');
     }
@@ -45,7 +49,9 @@ describe('test cluster', () => {
   test('the service-account controllers run: a default service account gets a signed token', async () => {
     let found = '';
     for (let i = 0; i < 100 && found === ''; i++) {
-      found = await cluster.kubectl(['get', 'serviceaccount', 'default', '-o', 'name']).catch(() => '');
+      found = await cluster
+        .kubectl(['get', 'serviceaccount', 'default', '-o', 'name'])
+        .catch(() => '');
       if (found === '') await sleep(200);
     }
     assert.equal(found.trim(), 'serviceaccount/default');
@@ -54,7 +60,8 @@ describe('test cluster', () => {
   });
 
   test('every listener is on loopback', async () => {
-    const { etcdClient, etcdPeer, apiserver, controllerManager, scheduler } = cluster.controlPlane.ports;
+    const { etcdClient, etcdPeer, apiserver, controllerManager, scheduler } =
+      cluster.controlPlane.ports;
     const tcp = (await import('node:fs/promises')).readFile('/proc/net/tcp', 'utf8');
     const listening = (await tcp)
       .split('\n')
@@ -66,7 +73,8 @@ describe('test cluster', () => {
       const hex = port.toString(16).toUpperCase().padStart(4, '0');
       const mine = listening.filter((a) => a.endsWith(`:${hex}`));
       assert.ok(mine.length > 0, `port ${port} listens`);
-      for (const a of mine) assert.equal(a.split(':')[0], '0100007F', `port ${port} listens on 127.0.0.1 only`);
+      for (const a of mine)
+        assert.equal(a.split(':')[0], '0100007F', `port ${port} listens on 127.0.0.1 only`);
     }
   });
 });
@@ -88,10 +96,18 @@ describe('teardown', () => {
       const { containerId } = await client.runtime.createContainer({
         podSandboxId,
         sandboxConfig: config,
-        config: { metadata: { name: 'sleeper' }, image: { image: cluster.images.busyboxLocal }, command: ['sleep', '3600'] },
+        config: {
+          metadata: { name: 'sleeper' },
+          image: { image: cluster.images.busyboxLocal },
+          command: ['sleep', '3600'],
+        },
       });
       await client.runtime.startContainer({ containerId });
-      assert.notDeepEqual(await cluster.leaks(), [], 'a running cluster is found by the leak check');
+      assert.notDeepEqual(
+        await cluster.leaks(),
+        [],
+        'a running cluster is found by the leak check',
+      );
     } finally {
       client.close();
       await cluster.stop();

@@ -89,16 +89,29 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     runtimeSocket: join(root, 'containerd', 'containerd.sock'),
     processes: processes.map((p) => ({ name: p.name, pid: p.pid, logFile: p.logFile })),
   });
-  const saveState = (): Promise<void> => writeFile(join(root, STATE_FILE), JSON.stringify(state(), null, 2));
+  const saveState = (): Promise<void> =>
+    writeFile(join(root, STATE_FILE), JSON.stringify(state(), null, 2));
   await saveState();
   try {
     log(`cluster ${id}: PKI and images`);
     const [pki, images] = await Promise.all([createClusterPki(join(root, 'pki')), buildImages()]);
-    const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler, registryPort] = await Promise.all([
-      freePort(), freePort(), options.apiserverPort ?? freePort(), freePort(), freePort(), freePort(),
-    ]);
+    const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler, registryPort] =
+      await Promise.all([
+        freePort(),
+        freePort(),
+        options.apiserverPort ?? freePort(),
+        freePort(),
+        freePort(),
+        freePort(),
+      ]);
     log(`cluster ${id}: registry on 127.0.0.1:${registryPort}`);
-    const registry = await startRegistry({ dir: join(root, 'registry'), port: registryPort, pki, bin, detached });
+    const registry = await startRegistry({
+      dir: join(root, 'registry'),
+      port: registryPort,
+      pki,
+      bin,
+      detached,
+    });
     processes.push(registry.process);
     await saveState();
     await pushImage(registry, images.busybox.layout, images.busybox.repoTag);
@@ -106,24 +119,45 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
 
     log(`cluster ${id}: ${kind}`);
     const runtime = await startContainerd({
-      kind, dir: join(root, 'containerd'), bin, detached,
+      kind,
+      dir: join(root, 'containerd'),
+      bin,
+      detached,
       sandboxImage: images.pause.localRef,
-      registryHost: registry.host, registryCa: pki.ca.cert,
-      bridge, subnetPrefix: await pickSubnetPrefix(),
+      registryHost: registry.host,
+      registryCa: pki.ca.cert,
+      bridge,
+      subnetPrefix: await pickSubnetPrefix(),
     });
     processes.push(runtime.process);
     await saveState();
-    await Promise.all([importImage(runtime, images.pause.archive), importImage(runtime, images.busybox.archive)]);
+    await Promise.all([
+      importImage(runtime, images.pause.archive),
+      importImage(runtime, images.busybox.archive),
+    ]);
 
     log(`cluster ${id}: control plane`);
     const controlPlane = await startControlPlane({
-      dir: join(root, 'control-plane'), pki, bin, detached,
+      dir: join(root, 'control-plane'),
+      pki,
+      bin,
+      detached,
       ports: { etcdClient, etcdPeer, apiserver, controllerManager, scheduler },
     });
     processes.push(...controlPlane.processes);
     await saveState();
     log(`cluster ${id}: ready, apiserver ${controlPlane.server}`);
-    return makeCluster({ id, root, state: state(), pki, bin, controlPlane, registry, runtime, images });
+    return makeCluster({
+      id,
+      root,
+      state: state(),
+      pki,
+      bin,
+      controlPlane,
+      registry,
+      runtime,
+      images,
+    });
   } catch (err) {
     await teardownCluster(state(), log).catch(() => undefined);
     throw err;
@@ -131,8 +165,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
 }
 
 function makeCluster(parts: {
-  id: string; root: string; state: ClusterState; pki: ClusterPki; bin: Binaries;
-  controlPlane: ControlPlane; registry: Registry; runtime: Containerd;
+  id: string;
+  root: string;
+  state: ClusterState;
+  pki: ClusterPki;
+  bin: Binaries;
+  controlPlane: ControlPlane;
+  registry: Registry;
+  runtime: Containerd;
   images: { pause: BuiltImage; busybox: BuiltImage };
 }): Cluster {
   let stopped: Promise<void> | undefined;
@@ -147,9 +187,13 @@ function makeCluster(parts: {
     },
     adminKubeconfig: parts.controlPlane.adminKubeconfig,
     async kubectl(args, options) {
-      const { stdout } = await run(parts.bin.kubectl, ['--kubeconfig', parts.controlPlane.adminKubeconfig, ...args], {
-        ...(options?.input !== undefined && { input: options.input }),
-      });
+      const { stdout } = await run(
+        parts.bin.kubectl,
+        ['--kubeconfig', parts.controlPlane.adminKubeconfig, ...args],
+        {
+          ...(options?.input !== undefined && { input: options.input }),
+        },
+      );
       return stdout;
     },
     stop() {

@@ -167,7 +167,14 @@ async function setUpBridge(name: string, prefix: string): Promise<void> {
 
 export async function startContainerd(o: ContainerdOptions): Promise<Containerd> {
   const p = containerdPaths(o.dir);
-  for (const d of [p.root, p.state, p.runcRoot, p.cniConfDir, p.ipamDir, join(p.certsD, o.registryHost)]) {
+  for (const d of [
+    p.root,
+    p.state,
+    p.runcRoot,
+    p.cniConfDir,
+    p.ipamDir,
+    join(p.certsD, o.registryHost),
+  ]) {
     await mkdir(d, { recursive: true });
   }
   await writeFile(
@@ -200,7 +207,11 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
             isDefaultGateway: false,
             ipMasq: false,
             hairpinMode: true,
-            ipam: { type: 'host-local', ranges: [[{ subnet: podSubnet, gateway: `${o.subnetPrefix}.1` }]], dataDir: p.ipamDir },
+            ipam: {
+              type: 'host-local',
+              ranges: [[{ subnet: podSubnet, gateway: `${o.subnetPrefix}.1` }]],
+              dataDir: p.ipamDir,
+            },
           },
           { type: 'portmap', capabilities: { portMappings: true } },
         ],
@@ -226,15 +237,25 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
   const client = new GrpcCriClient(p.socket, { defaultTimeoutMs: 2000 });
   let conditions = 'no answer yet';
   try {
-    await waitFor(`${o.kind} CRI to report ready`, async () => {
-      if (!proc.alive()) throw new Error(`${o.kind} exited:\n${await proc.tail()}`);
-      const status = await client.runtime.status({});
-      const list = status.status?.conditions ?? [];
-      conditions = list.map((c) => `${c.type}=${String(c.status)} ${c.reason} ${c.message}`).join('; ');
-      // The kubelet's two required conditions; 2.x adds informational ones (deprecations).
-      const ready = (type: string): boolean => list.some((c) => c.type === type && c.status);
-      return ready('RuntimeReady') && ready('NetworkReady');
-    }, { timeoutMs: 30_000, intervalMs: 100, describe: async () => `conditions: ${conditions}\n${await proc.tail()}` });
+    await waitFor(
+      `${o.kind} CRI to report ready`,
+      async () => {
+        if (!proc.alive()) throw new Error(`${o.kind} exited:\n${await proc.tail()}`);
+        const status = await client.runtime.status({});
+        const list = status.status?.conditions ?? [];
+        conditions = list
+          .map((c) => `${c.type}=${String(c.status)} ${c.reason} ${c.message}`)
+          .join('; ');
+        // The kubelet's two required conditions; 2.x adds informational ones (deprecations).
+        const ready = (type: string): boolean => list.some((c) => c.type === type && c.status);
+        return ready('RuntimeReady') && ready('NetworkReady');
+      },
+      {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+        describe: async () => `conditions: ${conditions}\n${await proc.tail()}`,
+      },
+    );
   } finally {
     client.close();
   }
@@ -249,8 +270,20 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
 }
 
 /** Imports an OCI archive into the runtime's k8s.io namespace (where CRI looks). */
-export async function importImage(c: { kind: RuntimeKind; ctr: string; socket: string }, archive: string): Promise<void> {
+export async function importImage(
+  c: { kind: RuntimeKind; ctr: string; socket: string },
+  archive: string,
+): Promise<void> {
   // 2.x's ctr imports through the transfer service by default; --local keeps the 1.x path.
   const local = c.kind === 'containerd2' ? ['--local'] : [];
-  await run(c.ctr, ['--address', c.socket, '--namespace', 'k8s.io', 'images', 'import', ...local, archive]);
+  await run(c.ctr, [
+    '--address',
+    c.socket,
+    '--namespace',
+    'k8s.io',
+    'images',
+    'import',
+    ...local,
+    archive,
+  ]);
 }

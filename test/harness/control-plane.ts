@@ -28,7 +28,11 @@ export interface ControlPlane {
 export const SERVICE_CIDR = '10.96.0.0/16';
 export const CLUSTER_CIDR = '10.88.0.0/16';
 
-async function healthy(url: string, ca: Buffer, client?: { cert: Buffer; key: Buffer }): Promise<boolean> {
+async function healthy(
+  url: string,
+  ca: Buffer,
+  client?: { cert: Buffer; key: Buffer },
+): Promise<boolean> {
   const res = await fetchLocal(url, { ca, timeoutMs: 2000, ...(client ?? {}) });
   return res.status === 200 && res.body.toString().trim() === 'ok';
 }
@@ -48,9 +52,19 @@ export async function startControlPlane(options: {
     kcm: join(dir, 'controller-manager.kubeconfig'),
     scheduler: join(dir, 'scheduler.kubeconfig'),
   };
-  await writeFile(files.admin, kubeconfig(server, pki.ca.cert, pki.admin, 'admin'), { mode: 0o600 });
-  await writeFile(files.kcm, kubeconfig(server, pki.ca.cert, pki.controllerManager, 'system:kube-controller-manager'), { mode: 0o600 });
-  await writeFile(files.scheduler, kubeconfig(server, pki.ca.cert, pki.scheduler, 'system:kube-scheduler'), { mode: 0o600 });
+  await writeFile(files.admin, kubeconfig(server, pki.ca.cert, pki.admin, 'admin'), {
+    mode: 0o600,
+  });
+  await writeFile(
+    files.kcm,
+    kubeconfig(server, pki.ca.cert, pki.controllerManager, 'system:kube-controller-manager'),
+    { mode: 0o600 },
+  );
+  await writeFile(
+    files.scheduler,
+    kubeconfig(server, pki.ca.cert, pki.scheduler, 'system:kube-scheduler'),
+    { mode: 0o600 },
+  );
   const ca = await readFile(pki.ca.cert);
   const admin = { cert: await readFile(pki.admin.cert), key: await readFile(pki.admin.key) };
   const log = (name: string): string => join(dir, `${name}.log`);
@@ -59,76 +73,135 @@ export async function startControlPlane(options: {
     name: 'etcd',
     command: bin.etcd,
     args: [
-      '--name', 'berth', '--data-dir', join(dir, 'etcd'),
-      '--listen-client-urls', `http://127.0.0.1:${ports.etcdClient}`,
-      '--advertise-client-urls', `http://127.0.0.1:${ports.etcdClient}`,
-      '--listen-peer-urls', `http://127.0.0.1:${ports.etcdPeer}`,
-      '--initial-advertise-peer-urls', `http://127.0.0.1:${ports.etcdPeer}`,
-      '--initial-cluster', `berth=http://127.0.0.1:${ports.etcdPeer}`,
+      '--name',
+      'berth',
+      '--data-dir',
+      join(dir, 'etcd'),
+      '--listen-client-urls',
+      `http://127.0.0.1:${ports.etcdClient}`,
+      '--advertise-client-urls',
+      `http://127.0.0.1:${ports.etcdClient}`,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${ports.etcdPeer}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${ports.etcdPeer}`,
+      '--initial-cluster',
+      `berth=http://127.0.0.1:${ports.etcdPeer}`,
       // A test cluster's data is disposable: skip fsync-heavy safety for speed.
-      '--unsafe-no-fsync', '--log-level', 'warn',
+      '--unsafe-no-fsync',
+      '--log-level',
+      'warn',
     ],
     logFile: log('etcd'),
     detached,
   });
   const processes: ComponentProcess[] = [etcd];
-  await waitFor('etcd /health', async () => {
-    if (!etcd.alive()) throw new Error(`etcd exited:\n${await etcd.tail()}`);
-    const res = await fetchLocal(`http://127.0.0.1:${ports.etcdClient}/health`, { timeoutMs: 1000 });
-    return res.status === 200;
-  }, { timeoutMs: 30_000, describe: () => etcd.tail() });
+  await waitFor(
+    'etcd /health',
+    async () => {
+      if (!etcd.alive()) throw new Error(`etcd exited:\n${await etcd.tail()}`);
+      const res = await fetchLocal(`http://127.0.0.1:${ports.etcdClient}/health`, {
+        timeoutMs: 1000,
+      });
+      return res.status === 200;
+    },
+    { timeoutMs: 30_000, describe: () => etcd.tail() },
+  );
 
   const apiserver = ComponentProcess.start({
     name: 'kube-apiserver',
     command: bin.kubeApiserver,
     args: [
-      '--etcd-servers', `http://127.0.0.1:${ports.etcdClient}`,
-      '--bind-address', '127.0.0.1', '--advertise-address', '127.0.0.1',
+      '--etcd-servers',
+      `http://127.0.0.1:${ports.etcdClient}`,
+      '--bind-address',
+      '127.0.0.1',
+      '--advertise-address',
+      '127.0.0.1',
       // The apiserver refuses to publish a loopback address as the kubernetes Service's
       // endpoint; no pod here reaches the API through the Service anyway.
-      '--endpoint-reconciler-type', 'none',
-      '--secure-port', String(ports.apiserver),
-      '--cert-dir', join(dir, 'apiserver-certs'),
-      '--tls-cert-file', pki.apiserver.cert, '--tls-private-key-file', pki.apiserver.key,
-      '--client-ca-file', pki.ca.cert,
-      '--service-account-key-file', pki.serviceAccountPub,
-      '--service-account-signing-key-file', pki.serviceAccountKey,
-      '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
-      '--service-cluster-ip-range', SERVICE_CIDR,
-      '--authorization-mode', 'Node,RBAC',
-      '--enable-admission-plugins', 'NodeRestriction',
+      '--endpoint-reconciler-type',
+      'none',
+      '--secure-port',
+      String(ports.apiserver),
+      '--cert-dir',
+      join(dir, 'apiserver-certs'),
+      '--tls-cert-file',
+      pki.apiserver.cert,
+      '--tls-private-key-file',
+      pki.apiserver.key,
+      '--client-ca-file',
+      pki.ca.cert,
+      '--service-account-key-file',
+      pki.serviceAccountPub,
+      '--service-account-signing-key-file',
+      pki.serviceAccountKey,
+      '--service-account-issuer',
+      'https://kubernetes.default.svc.cluster.local',
+      '--service-cluster-ip-range',
+      SERVICE_CIDR,
+      '--authorization-mode',
+      'Node,RBAC',
+      '--enable-admission-plugins',
+      'NodeRestriction',
       '--enable-bootstrap-token-auth',
       '--allow-privileged',
-      '--kubelet-client-certificate', pki.kubeletClient.cert,
-      '--kubelet-client-key', pki.kubeletClient.key,
-      '--kubelet-certificate-authority', pki.ca.cert,
-      '--kubelet-preferred-address-types', 'InternalIP,Hostname',
+      '--kubelet-client-certificate',
+      pki.kubeletClient.cert,
+      '--kubelet-client-key',
+      pki.kubeletClient.key,
+      '--kubelet-certificate-authority',
+      pki.ca.cert,
+      '--kubelet-preferred-address-types',
+      'InternalIP,Hostname',
       '--profiling=false',
     ],
     logFile: log('kube-apiserver'),
     detached,
   });
   processes.push(apiserver);
-  await waitFor('kube-apiserver /readyz', async () => {
-    if (!apiserver.alive()) throw new Error(`kube-apiserver exited:\n${await apiserver.tail()}`);
-    return healthy(`${server}/readyz`, ca, admin);
-  }, { timeoutMs: 90_000, intervalMs: 200, describe: () => apiserver.tail() });
+  await waitFor(
+    'kube-apiserver /readyz',
+    async () => {
+      if (!apiserver.alive()) throw new Error(`kube-apiserver exited:\n${await apiserver.tail()}`);
+      return healthy(`${server}/readyz`, ca, admin);
+    },
+    { timeoutMs: 90_000, intervalMs: 200, describe: () => apiserver.tail() },
+  );
 
   const kcm = ComponentProcess.start({
     name: 'kube-controller-manager',
     command: bin.kubeControllerManager,
     args: [
-      '--kubeconfig', files.kcm,
-      '--authentication-kubeconfig', files.kcm, '--authorization-kubeconfig', files.kcm,
-      '--bind-address', '127.0.0.1', '--secure-port', String(ports.controllerManager),
+      '--kubeconfig',
+      files.kcm,
+      '--authentication-kubeconfig',
+      files.kcm,
+      '--authorization-kubeconfig',
+      files.kcm,
+      '--bind-address',
+      '127.0.0.1',
+      '--secure-port',
+      String(ports.controllerManager),
       '--leader-elect=false',
       '--use-service-account-credentials',
-      '--controllers', '*,bootstrapsigner,tokencleaner',
-      '--cluster-signing-cert-file', pki.ca.cert, '--cluster-signing-key-file', pki.ca.key,
-      '--root-ca-file', pki.ca.cert,
-      '--service-account-private-key-file', pki.serviceAccountKey,
-      '--allocate-node-cidrs', '--cluster-cidr', CLUSTER_CIDR, '--node-cidr-mask-size', '24',
-      '--service-cluster-ip-range', SERVICE_CIDR,
+      '--controllers',
+      '*,bootstrapsigner,tokencleaner',
+      '--cluster-signing-cert-file',
+      pki.ca.cert,
+      '--cluster-signing-key-file',
+      pki.ca.key,
+      '--root-ca-file',
+      pki.ca.cert,
+      '--service-account-private-key-file',
+      pki.serviceAccountKey,
+      '--allocate-node-cidrs',
+      '--cluster-cidr',
+      CLUSTER_CIDR,
+      '--node-cidr-mask-size',
+      '24',
+      '--service-cluster-ip-range',
+      SERVICE_CIDR,
       '--profiling=false',
     ],
     logFile: log('kube-controller-manager'),
@@ -138,10 +211,18 @@ export async function startControlPlane(options: {
     name: 'kube-scheduler',
     command: bin.kubeScheduler,
     args: [
-      '--kubeconfig', files.scheduler,
-      '--authentication-kubeconfig', files.scheduler, '--authorization-kubeconfig', files.scheduler,
-      '--bind-address', '127.0.0.1', '--secure-port', String(ports.scheduler),
-      '--leader-elect=false', '--profiling=false',
+      '--kubeconfig',
+      files.scheduler,
+      '--authentication-kubeconfig',
+      files.scheduler,
+      '--authorization-kubeconfig',
+      files.scheduler,
+      '--bind-address',
+      '127.0.0.1',
+      '--secure-port',
+      String(ports.scheduler),
+      '--leader-elect=false',
+      '--profiling=false',
     ],
     logFile: log('kube-scheduler'),
     detached,
@@ -153,11 +234,18 @@ export async function startControlPlane(options: {
       { proc: kcm, port: ports.controllerManager },
       { proc: scheduler, port: ports.scheduler },
     ].map(({ proc, port }) =>
-      waitFor(`${proc.name} /healthz`, async () => {
-        if (!proc.alive()) throw new Error(`${proc.name} exited:\n${await proc.tail()}`);
-        const res = await fetchLocal(`https://127.0.0.1:${port}/healthz`, { timeoutMs: 2000, ...insecure });
-        return res.status === 200;
-      }, { timeoutMs: 60_000, intervalMs: 200, describe: () => proc.tail() }),
+      waitFor(
+        `${proc.name} /healthz`,
+        async () => {
+          if (!proc.alive()) throw new Error(`${proc.name} exited:\n${await proc.tail()}`);
+          const res = await fetchLocal(`https://127.0.0.1:${port}/healthz`, {
+            timeoutMs: 2000,
+            ...insecure,
+          });
+          return res.status === 200;
+        },
+        { timeoutMs: 60_000, intervalMs: 200, describe: () => proc.tail() },
+      ),
     ),
   );
   return { server, ports, adminKubeconfig: files.admin, processes };

@@ -18,7 +18,9 @@ export class CommandError extends Error {
   readonly stderr: string;
 
   constructor(argv: readonly string[], exitCode: number | null, stderr: string, cause: unknown) {
-    super(`Command failed (exit ${String(exitCode)}): ${argv.join(' ')}\n${stderr.trim()}`, { cause });
+    super(`Command failed (exit ${String(exitCode)}): ${argv.join(' ')}\n${stderr.trim()}`, {
+      cause,
+    });
     this.name = 'CommandError';
     this.argv = argv;
     this.exitCode = exitCode;

@@ -11,7 +11,9 @@ export async function freePort(): Promise<number> {
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
       const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => { resolve(port); });
+      server.close(() => {
+        resolve(port);
+      });
     });
   });
 }
@@ -38,7 +40,11 @@ export interface FetchResult {
 /** One request to a loopback URL (http or https) with optional mTLS material. */
 export async function fetchLocal(url: string, options: FetchOptions = {}): Promise<FetchResult> {
   const target = new URL(url);
-  if (target.hostname !== '127.0.0.1' && target.hostname !== 'localhost' && target.hostname !== '[::1]') {
+  if (
+    target.hostname !== '127.0.0.1' &&
+    target.hostname !== 'localhost' &&
+    target.hostname !== '[::1]'
+  ) {
     throw new Error(`Cannot fetch ${url}: the test harness only talks to loopback`);
   }
   const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
@@ -58,7 +64,13 @@ export async function fetchLocal(url: string, options: FetchOptions = {}): Promi
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => { resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }); });
+        res.on('end', () => {
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks),
+          });
+        });
         res.on('error', reject);
       },
     );

@@ -51,10 +51,24 @@ async function makeLeaf(dir: string, ca: CertPair, spec: LeafSpec): Promise<Cert
   if (spec.sans !== undefined) lines.push(`subjectAltName=${spec.sans.join(',')}`);
   await writeFile(ext, lines.join('\n') + '\n');
   await run('openssl', [
-    'x509', '-req', '-in', csr, '-CA', ca.cert, '-CAkey', ca.key,
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    ca.cert,
+    '-CAkey',
+    ca.key,
     // A random serial per cert: parallel signing must not share a serial file.
-    '-set_serial', `0x${randomBytes(16).toString('hex')}`,
-    '-days', '365', '-sha256', '-extfile', ext, '-out', cert,
+    '-set_serial',
+    `0x${randomBytes(16).toString('hex')}`,
+    '-days',
+    '365',
+    '-sha256',
+    '-extfile',
+    ext,
+    '-out',
+    cert,
   ]);
   return { cert, key };
 }
@@ -63,29 +77,89 @@ export async function createClusterPki(dir: string): Promise<ClusterPki> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const ca: CertPair = { cert: join(dir, 'ca.crt'), key: join(dir, 'ca.key') };
   await run('openssl', [
-    'req', '-x509', ...EC, '-keyout', ca.key, '-out', ca.cert, '-days', '3650', '-sha256',
-    '-subj', '/CN=berth-cluster-ca',
-    '-addext', 'basicConstraints=critical,CA:TRUE',
-    '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+    'req',
+    '-x509',
+    ...EC,
+    '-keyout',
+    ca.key,
+    '-out',
+    ca.cert,
+    '-days',
+    '3650',
+    '-sha256',
+    '-subj',
+    '/CN=berth-cluster-ca',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
   ]);
   const localSans = ['IP:127.0.0.1', 'DNS:localhost'];
-  const [apiserver, registry, admin, controllerManager, scheduler, kubeletClient] = await Promise.all([
-    makeLeaf(dir, ca, {
-      name: 'apiserver', subject: '/CN=kube-apiserver', usage: 'serverAuth',
-      sans: [...localSans, 'DNS:kubernetes', 'DNS:kubernetes.default', 'DNS:kubernetes.default.svc'],
-    }),
-    makeLeaf(dir, ca, { name: 'registry', subject: '/CN=berth-registry', usage: 'serverAuth', sans: localSans }),
-    makeLeaf(dir, ca, { name: 'admin', subject: '/O=system:masters/CN=berth-admin', usage: 'clientAuth' }),
-    makeLeaf(dir, ca, { name: 'controller-manager', subject: '/CN=system:kube-controller-manager', usage: 'clientAuth' }),
-    makeLeaf(dir, ca, { name: 'scheduler', subject: '/CN=system:kube-scheduler', usage: 'clientAuth' }),
-    // The identity the apiserver presents to kubelets for logs/exec/port-forward.
-    makeLeaf(dir, ca, { name: 'apiserver-kubelet-client', subject: '/O=system:masters/CN=kube-apiserver-kubelet-client', usage: 'clientAuth' }),
-  ]);
+  const [apiserver, registry, admin, controllerManager, scheduler, kubeletClient] =
+    await Promise.all([
+      makeLeaf(dir, ca, {
+        name: 'apiserver',
+        subject: '/CN=kube-apiserver',
+        usage: 'serverAuth',
+        sans: [
+          ...localSans,
+          'DNS:kubernetes',
+          'DNS:kubernetes.default',
+          'DNS:kubernetes.default.svc',
+        ],
+      }),
+      makeLeaf(dir, ca, {
+        name: 'registry',
+        subject: '/CN=berth-registry',
+        usage: 'serverAuth',
+        sans: localSans,
+      }),
+      makeLeaf(dir, ca, {
+        name: 'admin',
+        subject: '/O=system:masters/CN=berth-admin',
+        usage: 'clientAuth',
+      }),
+      makeLeaf(dir, ca, {
+        name: 'controller-manager',
+        subject: '/CN=system:kube-controller-manager',
+        usage: 'clientAuth',
+      }),
+      makeLeaf(dir, ca, {
+        name: 'scheduler',
+        subject: '/CN=system:kube-scheduler',
+        usage: 'clientAuth',
+      }),
+      // The identity the apiserver presents to kubelets for logs/exec/port-forward.
+      makeLeaf(dir, ca, {
+        name: 'apiserver-kubelet-client',
+        subject: '/O=system:masters/CN=kube-apiserver-kubelet-client',
+        usage: 'clientAuth',
+      }),
+    ]);
   const serviceAccountKey = join(dir, 'sa.key');
   const serviceAccountPub = join(dir, 'sa.pub');
-  await run('openssl', ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-out', serviceAccountKey]);
+  await run('openssl', [
+    'genpkey',
+    '-algorithm',
+    'EC',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-out',
+    serviceAccountKey,
+  ]);
   await run('openssl', ['pkey', '-in', serviceAccountKey, '-pubout', '-out', serviceAccountPub]);
-  return { dir, ca, apiserver, registry, admin, controllerManager, scheduler, kubeletClient, serviceAccountKey, serviceAccountPub };
+  return {
+    dir,
+    ca,
+    apiserver,
+    registry,
+    admin,
+    controllerManager,
+    scheduler,
+    kubeletClient,
+    serviceAccountKey,
+    serviceAccountPub,
+  };
 }
 
 /** A kubeconfig that names files (not inline data), so rotation on disk is picked up. */

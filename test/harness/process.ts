@@ -26,7 +26,12 @@ export class ComponentProcess {
   readonly logFile: string;
   #exit: Promise<number | null> | undefined;
 
-  private constructor(name: string, pid: number, logFile: string, exit: Promise<number | null> | undefined) {
+  private constructor(
+    name: string,
+    pid: number,
+    logFile: string,
+    exit: Promise<number | null> | undefined,
+  ) {
     this.name = name;
     this.pid = pid;
     this.logFile = logFile;
@@ -42,14 +47,21 @@ export class ComponentProcess {
         cwd: spec.cwd,
         detached: spec.detached === true,
       });
-      if (child.pid === undefined) throw new Error(`Cannot start ${spec.name}: ${spec.command} did not spawn`);
+      if (child.pid === undefined)
+        throw new Error(`Cannot start ${spec.name}: ${spec.command} did not spawn`);
       let exit: Promise<number | null> | undefined;
       if (spec.detached === true) {
         child.unref();
       } else {
-        exit = new Promise((resolve) => child.once('exit', (code) => { resolve(code); }));
+        exit = new Promise((resolve) =>
+          child.once('exit', (code) => {
+            resolve(code);
+          }),
+        );
       }
-      child.once('error', () => { /* reported through exit/alive checks */ });
+      child.once('error', () => {
+        /* reported through exit/alive checks */
+      });
       return new ComponentProcess(spec.name, child.pid, spec.logFile, exit);
     } finally {
       closeSync(fd);

@@ -69,11 +69,15 @@ export async function startRegistry(options: {
     detached: options.detached,
   });
   const ca = await readFile(pki.ca.cert);
-  await waitFor('the registry to answer /v2/', async () => {
-    if (!proc.alive()) throw new Error(`registry exited:\n${await proc.tail()}`);
-    const res = await fetchLocal(`https://127.0.0.1:${port}/v2/`, { ca, timeoutMs: 1000 });
-    return res.status === 401;
-  }, { timeoutMs: 20_000, describe: () => proc.tail() });
+  await waitFor(
+    'the registry to answer /v2/',
+    async () => {
+      if (!proc.alive()) throw new Error(`registry exited:\n${await proc.tail()}`);
+      const res = await fetchLocal(`https://127.0.0.1:${port}/v2/`, { ca, timeoutMs: 1000 });
+      return res.status === 401;
+    },
+    { timeoutMs: 20_000, describe: () => proc.tail() },
+  );
   return { host: `127.0.0.1:${port}`, credentials, caFile: pki.ca.cert, process: proc };
 }
 
@@ -82,7 +86,11 @@ export function basicAuth(c: RegistryCredentials): string {
 }
 
 /** Pushes an OCI layout to `registry` as `repo:tag` through the distribution API. */
-export async function pushImage(registry: Registry, layout: string, repoTag: string): Promise<void> {
+export async function pushImage(
+  registry: Registry,
+  layout: string,
+  repoTag: string,
+): Promise<void> {
   const colon = repoTag.lastIndexOf(':');
   const repo = repoTag.slice(0, colon);
   const tag = repoTag.slice(colon + 1);
@@ -91,12 +99,22 @@ export async function pushImage(registry: Registry, layout: string, repoTag: str
   const base = `https://${registry.host}/v2/${repo}`;
   const image = await readOciLayout(layout);
   const uploadBlob = async (d: Descriptor): Promise<void> => {
-    const head = await fetchLocal(`${base}/blobs/${d.digest}`, { method: 'HEAD', ca, headers: { authorization: auth } });
+    const head = await fetchLocal(`${base}/blobs/${d.digest}`, {
+      method: 'HEAD',
+      ca,
+      headers: { authorization: auth },
+    });
     if (head.status === 200) return;
-    const start = await fetchLocal(`${base}/blobs/uploads/`, { method: 'POST', ca, headers: { authorization: auth } });
+    const start = await fetchLocal(`${base}/blobs/uploads/`, {
+      method: 'POST',
+      ca,
+      headers: { authorization: auth },
+    });
     const location = start.headers['location'];
     if (start.status !== 202 || typeof location !== 'string') {
-      throw new Error(`Cannot push ${repoTag}: upload start answered ${start.status} ${start.body.toString()}`);
+      throw new Error(
+        `Cannot push ${repoTag}: upload start answered ${start.status} ${start.body.toString()}`,
+      );
     }
     const url = new URL(location, `https://${registry.host}`);
     url.searchParams.set('digest', d.digest);
@@ -105,9 +123,16 @@ export async function pushImage(registry: Registry, layout: string, repoTag: str
       method: 'PUT',
       ca,
       body,
-      headers: { authorization: auth, 'content-type': 'application/octet-stream', 'content-length': String(body.byteLength) },
+      headers: {
+        authorization: auth,
+        'content-type': 'application/octet-stream',
+        'content-length': String(body.byteLength),
+      },
     });
-    if (put.status !== 201) throw new Error(`Cannot push ${repoTag}: blob ${d.digest} answered ${put.status} ${put.body.toString()}`);
+    if (put.status !== 201)
+      throw new Error(
+        `Cannot push ${repoTag}: blob ${d.digest} answered ${put.status} ${put.body.toString()}`,
+      );
   };
   for (const blob of image.blobs) await uploadBlob(blob);
   const put = await fetchLocal(`${base}/manifests/${tag}`, {
@@ -116,5 +141,8 @@ export async function pushImage(registry: Registry, layout: string, repoTag: str
     body: image.manifestBytes,
     headers: { authorization: auth, 'content-type': image.manifest.mediaType },
   });
-  if (put.status !== 201) throw new Error(`Cannot push ${repoTag}: manifest answered ${put.status} ${put.body.toString()}`);
+  if (put.status !== 201)
+    throw new Error(
+      `Cannot push ${repoTag}: manifest answered ${put.status} ${put.body.toString()}`,
+    );
 }

@@ -18,13 +18,20 @@ export interface ClusterState {
   /** Cgroup path (same in every v1 hierarchy) under which all pods of the cluster live. */
   readonly cgroupRoot: string;
   readonly runtimeSocket: string;
-  readonly processes: readonly { readonly name: string; readonly pid: number; readonly logFile: string }[];
+  readonly processes: readonly {
+    readonly name: string;
+    readonly pid: number;
+    readonly logFile: string;
+  }[];
 }
 
 const CGROUP_FS = '/sys/fs/cgroup';
 
 async function exists(path: string): Promise<boolean> {
-  return stat(path).then(() => true, () => false);
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Mount points (unescaped) of this mount namespace. */
@@ -33,7 +40,11 @@ async function mountPoints(): Promise<string[]> {
   return text
     .split('\n')
     .filter((l) => l !== '')
-    .map((l) => (l.split(' ')[4] ?? '').replace(/\\(\d{3})/g, (_m, o: string) => String.fromCharCode(parseInt(o, 8))));
+    .map((l) =>
+      (l.split(' ')[4] ?? '').replace(/\\(\d{3})/g, (_m, o: string) =>
+        String.fromCharCode(parseInt(o, 8)),
+      ),
+    );
 }
 
 /** PIDs whose command line mentions `needle` (e.g. the cluster root: shims, runtime). */
@@ -87,8 +98,12 @@ async function removeSandboxes(socket: string, log: (m: string) => void): Promis
   try {
     const { items } = await client.runtime.listPodSandbox({});
     for (const sandbox of items) {
-      await client.runtime.stopPodSandbox({ podSandboxId: sandbox.id }).catch((e: unknown) => { log(`stop sandbox ${sandbox.id}: ${String(e)}`); });
-      await client.runtime.removePodSandbox({ podSandboxId: sandbox.id }).catch((e: unknown) => { log(`remove sandbox ${sandbox.id}: ${String(e)}`); });
+      await client.runtime.stopPodSandbox({ podSandboxId: sandbox.id }).catch((e: unknown) => {
+        log(`stop sandbox ${sandbox.id}: ${String(e)}`);
+      });
+      await client.runtime.removePodSandbox({ podSandboxId: sandbox.id }).catch((e: unknown) => {
+        log(`remove sandbox ${sandbox.id}: ${String(e)}`);
+      });
     }
   } catch (err) {
     log(`listing sandboxes failed, falling back to force cleanup: ${String(err)}`);
@@ -97,7 +112,10 @@ async function removeSandboxes(socket: string, log: (m: string) => void): Promis
   }
 }
 
-export async function teardownCluster(state: ClusterState, log: (m: string) => void = () => undefined): Promise<void> {
+export async function teardownCluster(
+  state: ClusterState,
+  log: (m: string) => void = () => undefined,
+): Promise<void> {
   await removeSandboxes(state.runtimeSocket, log);
   // Reverse start order: clients of the apiserver first, etcd and the runtime last.
   for (const p of [...state.processes].reverse()) {
@@ -105,18 +123,29 @@ export async function teardownCluster(state: ClusterState, log: (m: string) => v
   }
   // Anything left: shims (their argv names the socket under root) and pod processes.
   for (let round = 0; round < 5; round++) {
-    const pids = [...(await pidsMentioning(state.root)), ...(await cgroupPids(await cgroupDirs(state.cgroupRoot)))];
+    const pids = [
+      ...(await pidsMentioning(state.root)),
+      ...(await cgroupPids(await cgroupDirs(state.cgroupRoot))),
+    ];
     if (pids.length === 0) break;
     pids.forEach(kill);
     await sleep(200);
   }
-  const mounts = (await mountPoints()).filter((m) => m === state.root || m.startsWith(`${state.root}/`));
+  const mounts = (await mountPoints()).filter(
+    (m) => m === state.root || m.startsWith(`${state.root}/`),
+  );
   for (const m of mounts.sort((a, b) => b.length - a.length)) {
-    await run('umount', [m]).catch(() => run('umount', ['-l', m]).catch((e: unknown) => { log(`umount ${m}: ${String(e)}`); }));
+    await run('umount', [m]).catch(() =>
+      run('umount', ['-l', m]).catch((e: unknown) => {
+        log(`umount ${m}: ${String(e)}`);
+      }),
+    );
   }
   await run('ip', ['link', 'del', state.bridge]).catch(() => undefined);
   for (const d of await cgroupDirs(state.cgroupRoot)) {
-    await rmdir(d).catch((e: unknown) => { log(`rmdir ${d}: ${String(e)}`); });
+    await rmdir(d).catch((e: unknown) => {
+      log(`rmdir ${d}: ${String(e)}`);
+    });
   }
   await rm(state.root, { recursive: true, force: true, maxRetries: 3 });
 }
@@ -124,13 +153,19 @@ export async function teardownCluster(state: ClusterState, log: (m: string) => v
 /** What of the cluster still exists; empty when teardown was complete. */
 export async function findLeaks(state: ClusterState): Promise<string[]> {
   const leaks: string[] = [];
-  for (const p of state.processes) if (isAlive(p.pid)) leaks.push(`process ${p.name} (pid ${p.pid}) is still running`);
-  for (const pid of await pidsMentioning(state.root)) leaks.push(`process ${pid} still refers to ${state.root}`);
+  for (const p of state.processes)
+    if (isAlive(p.pid)) leaks.push(`process ${p.name} (pid ${p.pid}) is still running`);
+  for (const pid of await pidsMentioning(state.root))
+    leaks.push(`process ${pid} still refers to ${state.root}`);
   for (const m of await mountPoints()) {
-    if (m === state.root || m.startsWith(`${state.root}/`)) leaks.push(`mount ${m} is still mounted`);
+    if (m === state.root || m.startsWith(`${state.root}/`))
+      leaks.push(`mount ${m} is still mounted`);
   }
   for (const d of await cgroupDirs(state.cgroupRoot)) leaks.push(`cgroup ${d} still exists`);
-  const link = await run('ip', ['-o', 'link', 'show', state.bridge]).then(() => true, () => false);
+  const link = await run('ip', ['-o', 'link', 'show', state.bridge]).then(
+    () => true,
+    () => false,
+  );
   if (link) leaks.push(`bridge ${state.bridge} still exists`);
   if (await exists(state.root)) leaks.push(`directory ${state.root} still exists`);
   return leaks;

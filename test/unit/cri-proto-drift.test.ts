@@ -5,7 +5,12 @@
 import assert from 'node:assert/strict';
 import { before, describe, test } from 'node:test';
 import { compareCriSubset } from '../../hack/cri-proto/compare.ts';
-import { loadProto, pinnedVersions, upstreamCriProto, type FileDescriptor } from '../../hack/cri-proto/descriptor.ts';
+import {
+  loadProto,
+  pinnedVersions,
+  upstreamCriProto,
+  type FileDescriptor,
+} from '../../hack/cri-proto/descriptor.ts';
 import { USED_RPCS } from '../../hack/cri-proto/subset.ts';
 
 const OURS = new URL('../../proto/runtime/v1/api.proto', import.meta.url).pathname;
@@ -17,7 +22,10 @@ describe('CRI proto drift', () => {
   before(async () => {
     const version = (await pinnedVersions())['CRI_API_VERSION'];
     assert.ok(version, 'versions.env pins CRI_API_VERSION');
-    [ours, upstream] = await Promise.all([loadProto(OURS), upstreamCriProto(version).then(loadProto)]);
+    [ours, upstream] = await Promise.all([
+      loadProto(OURS),
+      upstreamCriProto(version).then(loadProto),
+    ]);
   });
 
   test('our subset matches upstream message by message and field by field', () => {
@@ -37,19 +45,32 @@ describe('CRI proto drift', () => {
     const renumbered: FileDescriptor = {
       ...ours,
       messageType: ours.messageType.map((m) =>
-        m === pod ? { ...m, field: (m.field ?? []).map((f) => (f.name === 'hostname' ? { ...f, number: 99 } : f)) } : m,
+        m === pod
+          ? {
+              ...m,
+              field: (m.field ?? []).map((f) => (f.name === 'hostname' ? { ...f, number: 99 } : f)),
+            }
+          : m,
       ),
     };
     assert.match(compareCriSubset(renumbered, upstream).join('\n'), /PodSandboxConfig\.hostname/);
     const dropped: FileDescriptor = {
       ...ours,
-      messageType: ours.messageType.map((m) => (m === pod ? { ...m, field: (m.field ?? []).slice(1) } : m)),
+      messageType: ours.messageType.map((m) =>
+        m === pod ? { ...m, field: (m.field ?? []).slice(1) } : m,
+      ),
     };
     assert.match(compareCriSubset(dropped, upstream).join('\n'), /is missing from ours/);
     const renamed: FileDescriptor = {
       ...ours,
-      service: ours.service.map((s) => ({ ...s, method: s.method.map((m) => (m.name === 'Version' ? { ...m, name: 'Versions' } : m)) })),
+      service: ours.service.map((s) => ({
+        ...s,
+        method: s.method.map((m) => (m.name === 'Version' ? { ...m, name: 'Versions' } : m)),
+      })),
     };
-    assert.match(compareCriSubset(renamed, upstream).join('\n'), /Versions does not exist upstream/);
+    assert.match(
+      compareCriSubset(renamed, upstream).join('\n'),
+      /Versions does not exist upstream/,
+    );
   });
 });

@@ -1,0 +1,49 @@
+# berth — the two set-up commands are `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+NODE := node_modules/.bin/node
+BIN := node_modules/.bin
+export GOTOOLCHAIN := local
+
+.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen clean-cache-hint
+
+all: test
+
+## deps: install and build everything the tests need (idempotent)
+deps:
+	@bash hack/deps.sh
+
+## lint: type-aware eslint and prettier's check
+lint: deps
+	@echo "== lint"
+	@$(BIN)/eslint --max-warnings 0 .
+	@$(BIN)/prettier --check --log-level warn .
+
+## typecheck: tsc over src, test, hack and bench
+typecheck: deps
+	@echo "== typecheck"
+	@$(BIN)/tsc -p tsconfig.json
+
+## test: every tier — lint, types, unit, end-to-end against a real cluster
+test: deps lint typecheck test-unit test-e2e
+
+test-unit: deps
+	@echo "== unit tests"
+	@$(NODE) --test --test-reporter=spec 'test/unit/**/*.test.ts' 'src/**/*.test.ts'
+
+# One end-to-end file at a time: each starts real clusters and the machine has 2 cores.
+test-e2e: deps
+	@echo "== end-to-end tests (real control plane, containerd 2.x and 1.6, registry)"
+	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/e2e/**/*.test.ts'
+
+## demo: a local single-node cluster, left running; kubeconfig in .demo/kubeconfig
+demo: deps
+	@$(NODE) hack/demo.ts up
+
+## demo-stop: stop the demo cluster and remove everything it made
+demo-stop:
+	@if [ -x $(NODE) ]; then $(NODE) hack/demo.ts down; else echo "no demo (node_modules missing)"; fi
+
+## gen: regenerate the CRI subset proto and its TypeScript
+gen:
+	@$(NODE) hack/cri-proto/subset.ts
+	@$(BIN)/buf generate

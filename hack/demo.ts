@@ -1,0 +1,94 @@
+/**
+ * `make demo` / `make demo-stop`: a local single-node cluster left running, its state
+ * under .demo/, the admin kubeconfig at .demo/kubeconfig.
+ *
+ *   node hack/demo.ts up | down | status
+ */
+import { copyFile, mkdir, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { REPO_ROOT } from '../test/harness/binaries.ts';
+import { readClusterState, startCluster, STATE_FILE } from '../test/harness/cluster.ts';
+import { isAlive } from '../test/harness/process.ts';
+import { findLeaks, teardownCluster, type ClusterState } from '../test/harness/teardown.ts';
+
+const DEMO = join(REPO_ROOT, '.demo');
+const ROOT = join(DEMO, 'cluster');
+const KUBECONFIG = join(DEMO, 'kubeconfig');
+// A fixed port so the kubeconfig stays valid across `make demo` runs.
+const APISERVER_PORT = 16443;
+
+const say = (m: string): void => {
+  console.log(`[demo] ${m}`);
+};
+
+async function existing(): Promise<ClusterState | undefined> {
+  const exists = await stat(join(ROOT, STATE_FILE)).then(
+    () => true,
+    () => false,
+  );
+  return exists ? readClusterState(ROOT) : undefined;
+}
+
+async function down(): Promise<void> {
+  const state = await existing();
+  if (state === undefined) {
+    say('no demo cluster is running');
+    return;
+  }
+  say(`stopping demo cluster ${state.id}`);
+  await teardownCluster(state, say);
+  const leaks = await findLeaks(state);
+  if (leaks.length > 0) throw new Error(`Demo teardown left:\n${leaks.join('\n')}`);
+  await rm(KUBECONFIG, { force: true });
+  say('stopped; nothing left behind');
+}
+
+async function up(): Promise<void> {
+  const state = await existing();
+  if (state !== undefined) {
+    if (state.processes.length > 0 && state.processes.every((p) => isAlive(p.pid))) {
+      say(`demo cluster ${state.id} is already running; kubeconfig: ${KUBECONFIG}`);
+      return;
+    }
+    say('found a stopped or broken demo cluster; cleaning it up first');
+    await down();
+  }
+  await mkdir(DEMO, { recursive: true });
+  const cluster = await startCluster({
+    root: ROOT,
+    detached: true,
+    apiserverPort: APISERVER_PORT,
+    log: say,
+  });
+  await copyFile(cluster.adminKubeconfig, KUBECONFIG);
+  const kubectl = cluster.bin.kubectl;
+  say('');
+  say(
+    `cluster ${cluster.id} is up: etcd, kube-apiserver (${cluster.controlPlane.server}), kube-controller-manager,`,
+  );
+  say(
+    `kube-scheduler, ${cluster.runtime.kind} (socket ${cluster.runtime.socket}) and a registry at ${cluster.registry.host}.`,
+  );
+  say(
+    'The berth node agent does not exist yet (issue #3), so the cluster has no node: pods stay Pending.',
+  );
+  say('Images offered (preloaded in the runtime / in the registry):');
+  say(`  ${cluster.images.busyboxLocal}   ${cluster.images.busybox}`);
+  say(`  ${cluster.images.pauseLocal}   ${cluster.images.pause}`);
+  say(`Registry credentials: ${join(ROOT, 'registry', 'credentials.json')}`);
+  say(`Try: ${kubectl} --kubeconfig ${KUBECONFIG} get --raw /readyz`);
+  say('Stop it with: make demo-stop');
+}
+
+const command = process.argv[2] ?? 'up';
+switch (command) {
+  case 'up':
+    await up();
+    break;
+  case 'down':
+    await down();
+    break;
+  default:
+    console.error(`usage: node hack/demo.ts up|down (got "${command}")`);
+    process.exitCode = 2;
+}
