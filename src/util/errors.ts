@@ -1,0 +1,17 @@
+/** The root of berth's own typed errors: a stable `code` and an optional cause. */
+export class BerthError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** True for the rejection an aborted AbortSignal produces (a normal outcome). */
+export function isAbortError(err: unknown): boolean {
+  return (
+    err instanceof Error &&
+    (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR')
+  );
+}
