@@ -1,0 +1,152 @@
+/**
+ * berth's entry point: parse flags and the KubeletConfiguration, build the kubelet,
+ * run it until SIGTERM/SIGINT, then shut down in order without touching the pods.
+ * Signal handlers are installed here and only here.
+ *
+ *   node src/cmd/berth.ts --kubeconfig … --config … [flags as the upstream kubelet]
+ */
+import { mkdir } from 'node:fs/promises';
+import { loadConfig } from '../config/index.ts';
+import { ConfigError, HelpRequestedError } from '../config/errors.ts';
+import { GrpcCriClient } from '../cri/index.ts';
+import { ApiEventRecorder } from '../events/recorder.ts';
+import { HttpKubeClient } from '../kube/http-client.ts';
+import { loadKubeconfig } from '../kube/kubeconfig.ts';
+import { Kubelet } from '../kubelet/kubelet.ts';
+import { LinuxHostInfo } from '../nodestatus/host-info.ts';
+import { systemClock } from '../util/clock.ts';
+import { createLogger } from '../util/logger.ts';
+import { parseQuantity } from '../util/quantity.ts';
+
+function socketPath(endpoint: string): string {
+  if (endpoint.startsWith('unix://')) return endpoint.slice('unix://'.length);
+  if (endpoint.startsWith('/')) return endpoint;
+  throw new ConfigError(
+    'BERTH_CONFIG_INVALID',
+    `Cannot use container runtime endpoint "${endpoint}": only unix:// sockets are supported`,
+  );
+}
+
+/** evictionHard memory.available as bytes, nodefs.available as a fraction (for allocatable). */
+function evictionReserve(hard: Readonly<Record<string, string>>): {
+  memoryBytes: number;
+  nodefsFraction: number;
+} {
+  const mem = hard['memory.available'] ?? '100Mi';
+  const nodefs = hard['nodefs.available'] ?? '10%';
+  return {
+    memoryBytes: mem.endsWith('%') ? 0 : parseQuantity(mem),
+    nodefsFraction: nodefs.endsWith('%') ? Number(nodefs.slice(0, -1)) / 100 : 0,
+  };
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  let config;
+  try {
+    config = await loadConfig(argv);
+  } catch (err) {
+    if (err instanceof HelpRequestedError) {
+      process.stdout.write(err.message + '\n');
+      return 0;
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`berth: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const k = config.kubelet;
+  const logger = createLogger({ verbosity: config.verbosity, format: config.loggingFormat });
+  logger.info('Starting berth', { node: config.nodeName, version: '0.1.0' });
+  if (config.kubeconfig === null || config.kubeconfig === '') {
+    process.stderr.write('berth: --kubeconfig is required (standalone mode is not supported)\n');
+    return 2;
+  }
+  await mkdir(config.rootDir, { recursive: true });
+  const credentials = await loadKubeconfig(config.kubeconfig);
+  const kube = new HttpKubeClient({
+    credentials,
+    qps: k.kubeAPIQPS,
+    burst: k.kubeAPIBurst,
+    clock: systemClock,
+  });
+  const cri = new GrpcCriClient(socketPath(k.containerRuntimeEndpoint), {
+    defaultTimeoutMs: k.runtimeRequestTimeoutMs,
+  });
+  const recorder = new ApiEventRecorder({
+    client: kube,
+    clock: systemClock,
+    logger: logger.child({ component: 'events' }),
+    nodeName: config.nodeName,
+    qps: k.eventRecordQPS,
+    burst: k.eventBurst,
+  });
+  const reserve = evictionReserve(k.evictionHard);
+  const kubelet = new Kubelet(
+    {
+      nodeName: config.nodeName,
+      nodeIPs: config.nodeIPs.length > 0 ? config.nodeIPs : ['127.0.0.1'],
+      nodeLabels: config.nodeLabels,
+      registerWithTaints: k.registerWithTaints,
+      ...(k.providerID !== null && { providerID: k.providerID }),
+      podLogsDir: k.podLogsDir,
+      cgroupRoot: k.cgroupRoot ?? '',
+      cgroupsPerQOS: k.cgroupsPerQOS,
+      maxPods: k.maxPods,
+      kubeletPort: k.port,
+      syncFrequencyMs: k.syncFrequencyMs,
+      nodeStatusUpdateFrequencyMs: k.nodeStatusUpdateFrequencyMs,
+      nodeStatusReportFrequencyMs: k.nodeStatusReportFrequencyMs,
+      nodeLeaseDurationSeconds: k.nodeLeaseDurationSeconds,
+      maxParallelImagePulls: k.serializeImagePulls ? 1 : (k.maxParallelImagePulls ?? 10),
+      evictionMemoryBytes: reserve.memoryBytes,
+      evictionNodefsFraction: reserve.nodefsFraction,
+      clusterDNS: k.clusterDNS,
+      clusterDomain: k.clusterDomain ?? '',
+      resolvConf: k.resolvConf,
+    },
+    { kube, cri, recorder, clock: systemClock, logger, host: new LinuxHostInfo(config.rootDir) },
+  );
+  let stopping: Promise<void> | undefined;
+  const stop = (sig: string): void => {
+    if (stopping !== undefined) return;
+    logger.info('Shutting down (pods keep running)', { signal: sig });
+    stopping = (async () => {
+      await kubelet.stop();
+      await recorder.close();
+      await kube.close();
+      cri.close();
+    })();
+  };
+  process.once('SIGTERM', () => {
+    stop('SIGTERM');
+  });
+  process.once('SIGINT', () => {
+    stop('SIGINT');
+  });
+  try {
+    await kubelet.start();
+  } catch (err) {
+    if (stopping === undefined) throw err;
+  }
+  logger.info('berth is running', { node: config.nodeName });
+  // Keep the process alive until a signal starts the shutdown.
+  await new Promise<void>((resolve) => {
+    const wait = setInterval(() => {
+      if (stopping !== undefined) {
+        clearInterval(wait);
+        resolve();
+      }
+    }, 200);
+  });
+  await stopping;
+  logger.info('berth stopped');
+  return 0;
+}
+
+process.exitCode = await main(process.argv.slice(2)).catch((err: unknown) => {
+  process.stderr.write(
+    `berth: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+  );
+  return 1;
+});

@@ -1,0 +1,137 @@
+/**
+ * Housekeeping every 2 s: kill and remove runtime pods no longer bound to this node
+ * (only once the pod source has completed its first list, so nothing is killed as an
+ * orphan while berth does not yet know its pods), and garbage-collect dead containers
+ * (keep the newest dead one per container, as upstream) and sandboxes no pod needs.
+ */
+import { cri, type CriClient } from '../cri/index.ts';
+import { POD_TERMINATION_GRACE_PERIOD_ANNOTATION } from '../kuberuntime/labels.ts';
+import type { RelistPleg } from '../pleg/generic.ts';
+import type { ApiPodSource } from '../podsource/api-source.ts';
+import type { PodWorkers } from '../podworkers/pod-workers.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+
+export interface HousekeepingOptions {
+  readonly cri: CriClient;
+  readonly pleg: RelistPleg;
+  readonly source: ApiPodSource;
+  readonly podWorkers: PodWorkers;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly periodMs?: number;
+  readonly gcPeriodMs?: number;
+}
+
+const { CONTAINER_EXITED } = cri.ContainerState;
+
+export class Housekeeping {
+  readonly #o: HousekeepingOptions;
+  readonly #killing = new Set<string>();
+  #lastGc = 0;
+
+  constructor(options: HousekeepingOptions) {
+    this.#o = options;
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await this.#o.clock.sleep(this.#o.periodMs ?? 2000, signal).catch(() => undefined);
+      if (signal.aborted) return;
+      try {
+        await this.cleanupOrphans(signal);
+        if (this.#o.clock.now() - this.#lastGc >= (this.#o.gcPeriodMs ?? 60_000)) {
+          this.#lastGc = this.#o.clock.now();
+          await this.garbageCollect(signal);
+        }
+      } catch (err) {
+        if (!signal.aborted) this.#o.logger.warn('Housekeeping failed', { error: String(err) });
+      }
+    }
+  }
+
+  async cleanupOrphans(signal: AbortSignal): Promise<void> {
+    const { source, pleg, podWorkers } = this.#o;
+    if (!source.synced) return;
+    const known = new Set(podWorkers.known());
+    const bound = source.pods();
+    for (const uid of pleg.uids()) {
+      if (known.has(uid) || bound.has(uid) || this.#killing.has(uid)) continue;
+      const snapshot = pleg.get(uid);
+      const anything =
+        snapshot.containers.some((c) => c.state !== CONTAINER_EXITED) ||
+        snapshot.sandboxes.length > 0 ||
+        snapshot.containers.length > 0;
+      if (!anything) continue;
+      this.#killing.add(uid);
+      try {
+        await this.#killOrphan(uid, signal);
+      } finally {
+        this.#killing.delete(uid);
+      }
+    }
+  }
+
+  async #killOrphan(uid: string, signal: AbortSignal): Promise<void> {
+    const { cri: client, pleg, logger } = this.#o;
+    const snapshot = pleg.get(uid);
+    const name = snapshot.sandboxes[0]?.metadata;
+    logger.info('Killing orphaned pod: not bound to this node any more', {
+      podUID: uid,
+      pod: `${name?.namespace ?? ''}/${name?.name ?? ''}`,
+    });
+    await Promise.all(
+      snapshot.containers
+        .filter((c) => c.state !== CONTAINER_EXITED)
+        .map((c) => {
+          const grace = Number(c.annotations[POD_TERMINATION_GRACE_PERIOD_ANNOTATION] ?? '2');
+          return client.runtime.stopContainer(
+            { containerId: c.id, timeout: BigInt(Number.isFinite(grace) ? Math.max(2, grace) : 2) },
+            { signal },
+          );
+        }),
+    );
+    for (const c of snapshot.containers)
+      await client.runtime
+        .removeContainer({ containerId: c.id }, { signal })
+        .catch(() => undefined);
+    for (const s of snapshot.sandboxes) {
+      await client.runtime.stopPodSandbox({ podSandboxId: s.id }, { signal });
+      await client.runtime.removePodSandbox({ podSandboxId: s.id }, { signal });
+    }
+    await pleg.relist(signal);
+  }
+
+  /** Dead containers beyond the newest per (pod, container name); old empty sandboxes. */
+  async garbageCollect(signal: AbortSignal): Promise<void> {
+    const { cri: client, pleg } = this.#o;
+    let removed = 0;
+    for (const uid of pleg.uids()) {
+      const snapshot = pleg.get(uid);
+      const seen = new Set<string>();
+      for (const c of snapshot.containers) {
+        // Containers are newest first: the first dead one per name is kept.
+        const name = c.metadata?.name ?? '';
+        if (c.state !== CONTAINER_EXITED) continue;
+        if (!seen.has(name)) {
+          seen.add(name);
+          continue;
+        }
+        await client.runtime
+          .removeContainer({ containerId: c.id }, { signal })
+          .catch(() => undefined);
+        removed++;
+      }
+      // Sandboxes are newest first too: the newest stays for the pod's next sync.
+      for (const s of snapshot.sandboxes.slice(1)) {
+        if (s.state === cri.PodSandboxState.SANDBOX_READY) continue;
+        if (snapshot.containers.some((c) => c.podSandboxId === s.id)) continue;
+        await client.runtime
+          .removePodSandbox({ podSandboxId: s.id }, { signal })
+          .catch(() => undefined);
+        removed++;
+      }
+    }
+    if (removed > 0) await pleg.relist(signal);
+  }
+}

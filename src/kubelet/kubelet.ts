@@ -1,0 +1,271 @@
+/**
+ * The kubelet composition root: builds every manager, starts them in order and stops
+ * them in reverse. Its lifecycle is a small state machine:
+ *
+ *   NEW -> STARTING -> RUNNING -> STOPPING -> STOPPED      (any -> FAILED on start error)
+ *
+ * Stopping never kills pods: containers keep running and a restarted berth adopts them.
+ */
+import type { Pod, Taint } from 'kubernetes-types/core/v1.js';
+import type { CriClient } from '../cri/index.ts';
+import type { EventRecorder } from '../events/types.ts';
+import { ImageManager } from '../images/manager.ts';
+import type { KubeClient } from '../kube/types.ts';
+import { LeaseController } from '../nodelease/controller.ts';
+import type { HostInfoProvider } from '../nodestatus/host-info.ts';
+import { NodeStatusManager } from '../nodestatus/manager.ts';
+import { RelistPleg } from '../pleg/generic.ts';
+import type { PodLifecycleEvent } from '../pleg/types.ts';
+import { ApiPodSource } from '../podsource/api-source.ts';
+import { PodWorkers } from '../podworkers/pod-workers.ts';
+import { StatusManager } from '../status/manager.ts';
+import { Backoff } from '../util/backoff.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+import { podDnsConfig, readResolvConf } from './dns.ts';
+import { Housekeeping } from './housekeeping.ts';
+import { PodSync } from './pod-sync.ts';
+import { RuntimeStatusReader } from './runtime-status.ts';
+
+export interface KubeletOptions {
+  readonly nodeName: string;
+  readonly nodeIPs: readonly string[];
+  readonly nodeLabels: Readonly<Record<string, string>>;
+  readonly registerWithTaints: readonly Taint[];
+  readonly providerID?: string;
+  readonly podLogsDir: string;
+  readonly cgroupRoot: string;
+  readonly cgroupsPerQOS: boolean;
+  readonly maxPods: number;
+  readonly kubeletPort: number;
+  readonly syncFrequencyMs: number;
+  readonly nodeStatusUpdateFrequencyMs: number;
+  readonly nodeStatusReportFrequencyMs: number;
+  readonly nodeLeaseDurationSeconds: number;
+  readonly maxParallelImagePulls: number;
+  readonly evictionMemoryBytes: number;
+  readonly evictionNodefsFraction: number;
+  readonly clusterDNS: readonly string[];
+  readonly clusterDomain: string;
+  readonly resolvConf: string;
+}
+
+export interface KubeletDeps {
+  readonly kube: KubeClient;
+  readonly cri: CriClient;
+  readonly recorder: EventRecorder;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly host: HostInfoProvider;
+}
+
+export type KubeletState = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED' | 'FAILED';
+
+export class Kubelet {
+  readonly #o: KubeletOptions;
+  readonly #d: KubeletDeps;
+  #state: KubeletState = 'NEW';
+  readonly #abort = new AbortController();
+  #loops: Promise<void>[] = [];
+  #runtimeName = 'containerd';
+  readonly pleg: RelistPleg;
+  readonly podWorkers: PodWorkers;
+  readonly status: StatusManager;
+  readonly source: ApiPodSource;
+  readonly nodeStatus: NodeStatusManager;
+  readonly lease: LeaseController;
+  readonly #housekeeping: Housekeeping;
+
+  constructor(options: KubeletOptions, deps: KubeletDeps) {
+    this.#o = options;
+    this.#d = deps;
+    const { kube, cri, recorder, clock, logger } = deps;
+    this.status = new StatusManager({
+      client: kube,
+      clock,
+      logger: logger.child({ component: 'status' }),
+    });
+    this.pleg = new RelistPleg({
+      runtime: cri.runtime,
+      clock,
+      logger: logger.child({ component: 'pleg' }),
+      evented: true,
+      onEvents: (events) => {
+        this.#onPlegEvents(events);
+      },
+    });
+    const images = new ImageManager({
+      images: cri.image,
+      recorder,
+      clock,
+      logger: logger.child({ component: 'images' }),
+      backoff: new Backoff(clock, { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 }),
+      maxParallelPulls: options.maxParallelImagePulls,
+    });
+    const hostResolv = readResolvConf(options.resolvConf);
+    const sync = new PodSync({
+      cri,
+      kube,
+      pleg: this.pleg,
+      reader: new RuntimeStatusReader(cri.runtime),
+      images,
+      status: this.status,
+      recorder,
+      clock,
+      logger,
+      crashBackoff: new Backoff(clock, {
+        initialMs: 10_000,
+        maxMs: 300_000,
+        resetAfterMs: 600_000,
+      }),
+      runtimeConfig: {
+        podLogsDir: options.podLogsDir,
+        cgroupRoot: options.cgroupRoot,
+        cgroupsPerQOS: options.cgroupsPerQOS,
+        nodeName: options.nodeName,
+        dns: (pod: Pod) => podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain),
+      },
+      runtimeName: () => this.#runtimeName,
+      hostIPs: options.nodeIPs,
+    });
+    this.podWorkers = new PodWorkers({
+      syncer: sync,
+      clock,
+      logger: logger.child({ component: 'pod-workers' }),
+    });
+    this.source = new ApiPodSource({
+      client: kube,
+      clock,
+      logger,
+      nodeName: options.nodeName,
+      consumer: {
+        add: (pod) => {
+          this.podWorkers.update(pod, 'add');
+        },
+        update: (pod) => {
+          this.podWorkers.update(pod, 'update');
+        },
+        remove: (pod) => {
+          this.podWorkers.update(pod, 'remove');
+        },
+      },
+    });
+    this.nodeStatus = new NodeStatusManager({
+      client: kube,
+      clock,
+      logger: logger.child({ component: 'node-status' }),
+      host: deps.host,
+      runtime: cri.runtime,
+      recorder,
+      nodeName: options.nodeName,
+      labels: options.nodeLabels,
+      taints: options.registerWithTaints,
+      ...(options.providerID !== undefined && { providerID: options.providerID }),
+      nodeIPs: options.nodeIPs,
+      kubeletPort: options.kubeletPort,
+      maxPods: options.maxPods,
+      updateFrequencyMs: options.nodeStatusUpdateFrequencyMs,
+      reportFrequencyMs: options.nodeStatusReportFrequencyMs,
+      evictionMemoryBytes: options.evictionMemoryBytes,
+      evictionNodefsFraction: options.evictionNodefsFraction,
+      healthProblems: () =>
+        [this.pleg.healthProblem(), this.source.healthProblem()].filter((p) => p !== undefined),
+    });
+    this.lease = new LeaseController({
+      client: kube,
+      clock,
+      logger: logger.child({ component: 'lease' }),
+      nodeName: options.nodeName,
+      leaseDurationSeconds: options.nodeLeaseDurationSeconds,
+      nodeUID: () => this.nodeStatus.node?.metadata?.uid,
+    });
+    this.#housekeeping = new Housekeeping({
+      cri,
+      pleg: this.pleg,
+      source: this.source,
+      podWorkers: this.podWorkers,
+      clock,
+      logger: logger.child({ component: 'housekeeping' }),
+    });
+  }
+
+  get state(): KubeletState {
+    return this.#state;
+  }
+
+  #onPlegEvents(events: readonly PodLifecycleEvent[]): void {
+    const pods = this.source.pods();
+    for (const uid of new Set(events.map((e) => e.podUID))) {
+      const pod = pods.get(uid);
+      if (pod !== undefined) this.podWorkers.update(pod, 'runtime-event');
+    }
+  }
+
+  #loop(name: string, run: (signal: AbortSignal) => Promise<void>): void {
+    const signal = this.#abort.signal;
+    this.#loops.push(
+      run(signal).catch((err: unknown) => {
+        if (!signal.aborted)
+          this.#d.logger.error('Component loop ended with an error', {
+            component: name,
+            error: String(err),
+          });
+      }),
+    );
+  }
+
+  /** Starts every manager; resolves once the node is registered and the loops run. */
+  async start(): Promise<void> {
+    if (this.#state !== 'NEW') throw new Error(`Cannot start the kubelet in state ${this.#state}`);
+    this.#state = 'STARTING';
+    const signal = this.#abort.signal;
+    const { cri, logger, recorder } = this.#d;
+    try {
+      const version = await cri.runtime.version({ version: '0.1.0' }, { signal });
+      this.#runtimeName = version.runtimeName;
+      logger.info('Container runtime initialized', {
+        runtime: version.runtimeName,
+        version: version.runtimeVersion,
+        apiVersion: version.runtimeApiVersion,
+      });
+      // The first relist fills the runtime cache before any pod is synced (adoption).
+      await this.pleg.relist(signal);
+      await this.nodeStatus.register(signal);
+      recorder.event(
+        { kind: 'Node', name: this.#o.nodeName, uid: this.#o.nodeName },
+        'Normal',
+        'Starting',
+        'Starting kubelet.',
+      );
+      this.#loop('pleg', (s) => this.pleg.run(s));
+      this.#loop('node-status', (s) => this.nodeStatus.run(s));
+      this.#loop('lease', (s) => this.lease.run(s));
+      this.#loop('status', (s) => this.status.run(s));
+      this.#loop('pod-source', (s) => this.source.run(s));
+      this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
+      this.#loop('resync', async (s) => {
+        while (!s.aborted) {
+          await this.#d.clock.sleep(this.#o.syncFrequencyMs, s).catch(() => undefined);
+          if (!s.aborted) this.podWorkers.resyncAll();
+        }
+      });
+      this.#state = 'RUNNING';
+    } catch (err) {
+      this.#state = 'FAILED';
+      this.#abort.abort();
+      await Promise.allSettled(this.#loops);
+      throw err;
+    }
+  }
+
+  /** Stops in order: pod source and workers, then status and heartbeats. Pods keep running. */
+  async stop(): Promise<void> {
+    if (this.#state === 'STOPPED' || this.#state === 'STOPPING') return;
+    this.#state = 'STOPPING';
+    this.#abort.abort();
+    await this.podWorkers.close();
+    await Promise.allSettled(this.#loops);
+    await this.status.drain();
+    this.#state = 'STOPPED';
+  }
+}

@@ -1,0 +1,407 @@
+/**
+ * The kubelet's per-pod work (PodSyncer): converge the runtime to the pod spec through
+ * CRI, following the plan from kuberuntime/plan.ts, then report status. Every CRI call
+ * takes the worker's signal, so a sync is cancelled when termination begins.
+ */
+import type { Container, Pod, Secret } from 'kubernetes-types/core/v1.js';
+import { CriError, cri, type CriClient } from '../cri/index.ts';
+import type { EventRecorder, EventTarget } from '../events/types.ts';
+import type { ImageManager } from '../images/manager.ts';
+import { inNamespace, isNotFound, PODS, SECRETS, type KubeClient } from '../kube/types.ts';
+import { computePodActions, containerBackoffKey } from '../kuberuntime/plan.ts';
+import {
+  latestContainer,
+  nextRestartCount,
+  type RuntimePodStatus,
+} from '../kuberuntime/runtime-state.ts';
+import type { Pleg } from '../pleg/types.ts';
+import type { PodSyncer, SyncResult } from '../podworkers/types.ts';
+import { generatePodStatus, type WaitingReason } from '../status/generate.ts';
+import type { StatusManager } from '../status/manager.ts';
+import type { Backoff } from '../util/backoff.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+import { containerConfig, sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
+import type { RuntimeStatusReader } from './runtime-status.ts';
+import { unsupportedVolumes } from './volumes-gate.ts';
+
+export interface PodSyncOptions {
+  readonly cri: CriClient;
+  readonly kube: KubeClient;
+  readonly pleg: Pleg;
+  readonly reader: RuntimeStatusReader;
+  readonly images: ImageManager;
+  readonly status: StatusManager;
+  readonly recorder: EventRecorder;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** CrashLoopBackOff: 10 s doubling to 300 s, reset after 10 min. */
+  readonly crashBackoff: Backoff;
+  readonly runtimeConfig: RuntimeConfigOptions;
+  readonly runtimeName: () => string;
+  readonly hostIPs: readonly string[];
+}
+
+function podRef(pod: Pod, container?: string): EventTarget {
+  const m = pod.metadata ?? {};
+  return {
+    kind: 'Pod',
+    namespace: m.namespace ?? '',
+    name: m.name ?? '',
+    uid: m.uid ?? '',
+    apiVersion: 'v1',
+    ...(container !== undefined && { fieldPath: `spec.containers{${container}}` }),
+  };
+}
+
+function describe(err: unknown): string {
+  return err instanceof CriError ? err.details : err instanceof Error ? err.message : String(err);
+}
+
+function specContainer(pod: Pod, name: string): Container | undefined {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find(
+    (c) => c.name === name,
+  );
+}
+
+export class PodSync implements PodSyncer {
+  readonly #o: PodSyncOptions;
+  /** Why containers are not running, per pod UID (what the status shows as waiting). */
+  readonly #waiting = new Map<string, Map<string, WaitingReason>>();
+
+  constructor(options: PodSyncOptions) {
+    this.#o = options;
+  }
+
+  async #runtimeStatus(pod: Pod, signal: AbortSignal): Promise<RuntimePodStatus> {
+    const m = pod.metadata ?? {};
+    return this.#o.reader.read(
+      this.#o.pleg.get(m.uid ?? ''),
+      { name: m.name ?? '', namespace: m.namespace ?? '' },
+      signal,
+    );
+  }
+
+  /** Computes and records the pod's status; returns its phase. */
+  #report(
+    pod: Pod,
+    runtime: RuntimePodStatus,
+    extra: { podFailure?: { reason: string; message: string } } = {},
+  ): string | undefined {
+    const uid = pod.metadata?.uid ?? '';
+    const status = generatePodStatus({
+      pod,
+      runtime,
+      waiting: this.#waiting.get(uid) ?? new Map(),
+      runtimeName: this.#o.runtimeName(),
+      hostIPs: this.#o.hostIPs,
+      now: new Date(this.#o.clock.now()),
+      ...(extra.podFailure !== undefined && { podFailure: extra.podFailure }),
+    });
+    this.#o.status.set(pod, status);
+    return status.phase;
+  }
+
+  async #pullSecrets(pod: Pod, signal: AbortSignal): Promise<Secret[]> {
+    const ns = pod.metadata?.namespace ?? 'default';
+    const out: Secret[] = [];
+    for (const ref of pod.spec?.imagePullSecrets ?? []) {
+      if (ref.name === undefined || ref.name === '') continue;
+      try {
+        out.push(await this.#o.kube.get<Secret>(inNamespace(SECRETS, ns), ref.name, { signal }));
+      } catch (err) {
+        if (signal.aborted) throw err;
+        this.#o.logger.warn('Unable to retrieve pull secret, the image pull may fail', {
+          pod: `${ns}/${pod.metadata?.name ?? ''}`,
+          secret: ref.name,
+          error: String(err),
+        });
+      }
+    }
+    return out;
+  }
+
+  async #killContainer(
+    pod: Pod,
+    id: string,
+    name: string,
+    graceSeconds: number,
+    message: string,
+    signal: AbortSignal,
+  ): Promise<void> {
+    this.#o.recorder.event(podRef(pod, name), 'Normal', 'Killing', message);
+    await this.#o.cri.runtime.stopContainer(
+      { containerId: id, timeout: BigInt(Math.max(0, Math.ceil(graceSeconds))) },
+      { signal, timeoutMs: (graceSeconds + 120) * 1000 },
+    );
+  }
+
+  async syncPod(pod: Pod, signal: AbortSignal): Promise<SyncResult> {
+    const { cri: client, recorder, clock } = this.#o;
+    const uid = pod.metadata?.uid ?? '';
+    const waiting = new Map<string, WaitingReason>();
+    this.#waiting.set(uid, waiting);
+    const blocked = unsupportedVolumes(pod);
+    if (blocked !== undefined) {
+      recorder.event(podRef(pod), 'Warning', 'FailedMount', blocked);
+      for (const c of pod.spec?.containers ?? [])
+        waiting.set(c.name, { reason: 'ContainerCreating', message: blocked });
+      this.#report(pod, await this.#runtimeStatus(pod, signal));
+      return { requeueAfterMs: 30_000 };
+    }
+    let runtime = await this.#runtimeStatus(pod, signal);
+    const plan = computePodActions({
+      pod,
+      status: runtime,
+      now: clock.now(),
+      backoff: this.#o.crashBackoff,
+    });
+    for (const [name, w] of Object.entries(plan.waiting)) waiting.set(name, w);
+    let requeue: number | undefined;
+    const grace = pod.spec?.terminationGracePeriodSeconds ?? 30;
+
+    if (plan.killPod) {
+      await this.#killPod(
+        pod,
+        runtime,
+        grace,
+        'Pod sandbox changed, it will be killed and re-created.',
+        signal,
+      );
+    }
+    for (const k of plan.containersToKill) {
+      await this.#killContainer(pod, k.id, k.name, grace, k.message, signal);
+    }
+    let sandboxId = plan.sandboxId;
+    let sandbox: cri.PodSandboxConfig | undefined;
+    if (plan.createSandbox) {
+      sandbox = await this.#sandboxConfig(pod, plan.attempt, signal);
+      try {
+        sandboxId = (
+          await client.runtime.runPodSandbox(
+            { config: sandbox, runtimeHandler: await this.#runtimeHandler(pod, signal) },
+            { signal },
+          )
+        ).podSandboxId;
+      } catch (err) {
+        if (signal.aborted) throw err;
+        recorder.event(
+          podRef(pod),
+          'Warning',
+          'FailedCreatePodSandBox',
+          `Failed to create pod sandbox: ${describe(err)}`,
+        );
+        this.#report(pod, runtime);
+        return { requeueAfterMs: 10_000 };
+      }
+      await this.#o.pleg.relist(signal);
+    }
+    if (sandboxId === undefined) {
+      this.#report(pod, runtime);
+      return {};
+    }
+    sandbox ??= await this.#sandboxConfig(pod, plan.attempt, signal);
+    if (plan.initContainersToStart.length + plan.containersToStart.length > 0) {
+      const secrets = await this.#pullSecrets(pod, signal);
+      const start = async (name: string): Promise<void> => {
+        const spec = specContainer(pod, name);
+        if (spec === undefined) return;
+        const r = await this.#startContainer(
+          pod,
+          spec,
+          runtime,
+          sandboxId,
+          sandbox,
+          secrets,
+          waiting,
+          signal,
+        );
+        if (r !== undefined) requeue = Math.min(requeue ?? r, r);
+      };
+      // Init containers (and sidecars) in order; app containers in parallel, since their
+      // images and start-up do not depend on each other.
+      for (const name of plan.initContainersToStart) await start(name);
+      await Promise.all(plan.containersToStart.map(start));
+      await this.#o.pleg.relist(signal);
+    }
+    runtime = await this.#runtimeStatus(pod, signal);
+    const phase = this.#report(pod, runtime);
+    for (const name of Object.keys(plan.waiting)) {
+      const remaining = this.#o.crashBackoff.remaining(containerBackoffKey(uid, name));
+      if (remaining > 0) requeue = Math.min(requeue ?? remaining, remaining);
+    }
+    const terminal = phase === 'Succeeded' || phase === 'Failed';
+    return { terminal, ...(requeue !== undefined && !terminal && { requeueAfterMs: requeue }) };
+  }
+
+  async #sandboxConfig(
+    pod: Pod,
+    attempt: number,
+    signal: AbortSignal,
+  ): Promise<cri.PodSandboxConfig> {
+    void signal;
+    return sandboxConfig(pod, attempt, this.#o.runtimeConfig);
+  }
+
+  async #runtimeHandler(pod: Pod, signal: AbortSignal): Promise<string> {
+    const name = pod.spec?.runtimeClassName;
+    if (name === undefined || name === '') return '';
+    try {
+      const rc = await this.#o.kube.get<{ handler?: string }>(
+        { group: 'node.k8s.io', version: 'v1', resource: 'runtimeclasses' },
+        name,
+        { signal },
+      );
+      return rc.handler ?? '';
+    } catch (err) {
+      if (isNotFound(err)) throw new Error(`RuntimeClass "${name}" not found`, { cause: err });
+      throw err;
+    }
+  }
+
+  /** Ensures the image, creates and starts one container. Returns a requeue delay when it must wait. */
+  async #startContainer(
+    pod: Pod,
+    spec: Container,
+    runtime: RuntimePodStatus,
+    sandboxId: string,
+    sandbox: cri.PodSandboxConfig,
+    secrets: readonly Secret[],
+    waiting: Map<string, WaitingReason>,
+    signal: AbortSignal,
+  ): Promise<number | undefined> {
+    const { cri: client, recorder, images } = this.#o;
+    const uid = pod.metadata?.uid ?? '';
+    const ref = podRef(pod, spec.name);
+    const image = await images.ensureImage(pod, spec, secrets, sandbox, ref, signal);
+    if (!image.ok) {
+      waiting.set(spec.name, { reason: image.reason, message: image.message });
+      return image.reason === 'ErrImagePull' || image.reason === 'ImagePullBackOff'
+        ? 10_000
+        : undefined;
+    }
+    const previous = latestContainer(runtime, spec.name);
+    const restartCount = nextRestartCount(runtime, spec.name);
+    // A restart after an exit counts towards CrashLoopBackOff (the plan checked it is due).
+    if (previous !== undefined && previous.state === 'exited')
+      this.#o.crashBackoff.next(containerBackoffKey(uid, spec.name));
+    const env = (spec.env ?? [])
+      .filter((e) => e.value !== undefined)
+      .map((e) => ({ key: e.name, value: Buffer.from(e.value ?? '') }));
+    let containerId: string;
+    try {
+      containerId = (
+        await client.runtime.createContainer(
+          {
+            podSandboxId: sandboxId,
+            config: containerConfig(pod, spec, restartCount, image.imageRef, env, []),
+            sandboxConfig: sandbox,
+          },
+          { signal },
+        )
+      ).containerId;
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const message = describe(err);
+      recorder.event(ref, 'Warning', 'Failed', `Error: ${message}`);
+      waiting.set(spec.name, { reason: 'CreateContainerError', message });
+      return 10_000;
+    }
+    recorder.event(ref, 'Normal', 'Created', `Created container: ${spec.name}`);
+    try {
+      await client.runtime.startContainer({ containerId }, { signal });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const message = describe(err);
+      recorder.event(ref, 'Warning', 'Failed', `Error: ${message}`);
+      waiting.set(spec.name, { reason: 'RunContainerError', message });
+      return undefined;
+    }
+    waiting.delete(spec.name);
+    recorder.event(ref, 'Normal', 'Started', `Started container ${spec.name}`);
+    return undefined;
+  }
+
+  async #killPod(
+    pod: Pod,
+    runtime: RuntimePodStatus,
+    graceSeconds: number,
+    reason: string | undefined,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const running = runtime.containers.filter(
+      (c) => c.state === 'running' || c.state === 'created' || c.state === 'unknown',
+    );
+    await Promise.all(
+      running.map((c) =>
+        this.#killContainer(
+          pod,
+          c.id,
+          c.name,
+          graceSeconds,
+          reason ?? `Stopping container ${c.name}`,
+          signal,
+        ),
+      ),
+    );
+    for (const s of runtime.sandboxes) {
+      if (s.state === 'ready')
+        await this.#o.cri.runtime.stopPodSandbox({ podSandboxId: s.id }, { signal });
+    }
+  }
+
+  async syncTerminatingPod(
+    pod: Pod,
+    gracePeriodSeconds: number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    await this.#o.pleg.relist(signal);
+    const runtime = await this.#runtimeStatus(pod, signal);
+    await this.#killPod(pod, runtime, gracePeriodSeconds, undefined, signal);
+    await this.#o.pleg.relist(signal);
+    this.#report(pod, await this.#runtimeStatus(pod, signal));
+  }
+
+  async syncTerminatedPod(pod: Pod, signal: AbortSignal): Promise<void> {
+    const uid = pod.metadata?.uid ?? '';
+    await this.#o.pleg.relist(signal);
+    const runtime = await this.#runtimeStatus(pod, signal);
+    this.#report(pod, runtime);
+    if (pod.metadata?.deletionTimestamp == null) return;
+    // The pod is going away: its containers and sandboxes go with it.
+    for (const c of runtime.containers) {
+      await this.#o.cri.runtime
+        .removeContainer({ containerId: c.id }, { signal })
+        .catch((err: unknown) => {
+          if (!(err instanceof CriError && err.code === 'BERTH_CRI_NOT_FOUND')) throw err;
+        });
+    }
+    for (const s of runtime.sandboxes) {
+      await this.#o.cri.runtime
+        .removePodSandbox({ podSandboxId: s.id }, { signal })
+        .catch((err: unknown) => {
+          if (!(err instanceof CriError && err.code === 'BERTH_CRI_NOT_FOUND')) throw err;
+        });
+    }
+    await this.#o.status.drain();
+    try {
+      await this.#o.kube.delete(
+        inNamespace(PODS, pod.metadata.namespace ?? 'default'),
+        pod.metadata.name ?? '',
+        {
+          gracePeriodSeconds: 0,
+          preconditions: { uid },
+          signal,
+        },
+      );
+    } catch (err) {
+      if (!isNotFound(err) && !(err instanceof Error && /precondition|conflict/i.test(err.message)))
+        throw err;
+    }
+    this.#o.status.remove(uid);
+    this.#waiting.delete(uid);
+    for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
+      this.#o.crashBackoff.reset(containerBackoffKey(uid, c.name));
+    }
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * Turns a pod and its containers into CRI sandbox and container configs, with the
+ * labels, annotations and log paths upstream uses (kuberuntime/labels.ts), the pod's
+ * cgroup under the QoS hierarchy, namespaces, resources and security context.
+ */
+import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import { cri } from '../cri/index.ts';
+import {
+  containerAnnotations,
+  containerLabels,
+  containerLogPath,
+  podLogsDirectory,
+  sandboxAnnotations,
+  sandboxLabels,
+} from '../kuberuntime/labels.ts';
+import { milliCpu, parseQuantity } from '../util/quantity.ts';
+
+export interface RuntimeConfigOptions {
+  readonly podLogsDir: string;
+  /** The kubelet's cgroupRoot ('' or '/' for the root). */
+  readonly cgroupRoot: string;
+  readonly cgroupsPerQOS: boolean;
+  readonly nodeName: string;
+  /** The pod's resolver configuration (kubelet/dns.ts). */
+  readonly dns: (pod: Pod) => cri.DNSConfig | undefined;
+}
+
+export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
+
+// Upstream's default masked and read-only /proc and /sys paths (runtime default).
+const MASKED_PATHS = [
+  '/proc/asound',
+  '/proc/acpi',
+  '/proc/kcore',
+  '/proc/keys',
+  '/proc/latency_stats',
+  '/proc/timer_list',
+  '/proc/timer_stats',
+  '/proc/sched_debug',
+  '/proc/scsi',
+  '/sys/firmware',
+  '/sys/devices/virtual/powercap',
+];
+const READONLY_PATHS = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'];
+
+export function qosClassOf(pod: Pod): QosClass {
+  const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
+  let any = false;
+  let guaranteed = true;
+  for (const c of containers) {
+    const req = c.resources?.requests ?? {};
+    const lim = c.resources?.limits ?? {};
+    for (const r of ['cpu', 'memory']) {
+      if (req[r] !== undefined || lim[r] !== undefined) any = true;
+      if (
+        lim[r] === undefined ||
+        (req[r] !== undefined && parseQuantity(req[r]) !== parseQuantity(lim[r]))
+      )
+        guaranteed = false;
+    }
+  }
+  if (!any) return 'BestEffort';
+  return guaranteed ? 'Guaranteed' : 'Burstable';
+}
+
+/** `<cgroupRoot>/kubepods[/burstable|/besteffort]/pod<uid>` with cgroupsPerQOS. */
+export function podCgroupParent(
+  pod: Pod,
+  o: Pick<RuntimeConfigOptions, 'cgroupRoot' | 'cgroupsPerQOS'>,
+): string {
+  const root = o.cgroupRoot === '' || o.cgroupRoot === '/' ? '' : o.cgroupRoot.replace(/\/$/, '');
+  if (!o.cgroupsPerQOS) return root === '' ? '/' : root;
+  const qos = qosClassOf(pod);
+  const tier = qos === 'Guaranteed' ? '' : `/${qos.toLowerCase()}`;
+  return `${root}/kubepods${tier}/pod${pod.metadata?.uid ?? ''}`;
+}
+
+function namespaceOptions(pod: Pod): cri.NamespaceOption {
+  const s = pod.spec;
+  return cri.NamespaceOption.fromPartial({
+    network: s?.hostNetwork === true ? cri.NamespaceMode.NODE : cri.NamespaceMode.POD,
+    pid:
+      s?.hostPID === true
+        ? cri.NamespaceMode.NODE
+        : s?.shareProcessNamespace === true
+          ? cri.NamespaceMode.POD
+          : cri.NamespaceMode.CONTAINER,
+    ipc: s?.hostIPC === true ? cri.NamespaceMode.NODE : cri.NamespaceMode.POD,
+  });
+}
+
+function dnsOf(pod: Pod, o: RuntimeConfigOptions): { dnsConfig?: cri.DNSConfig } {
+  const dns = o.dns(pod);
+  return dns === undefined ? {} : { dnsConfig: dns };
+}
+
+export function sandboxConfig(
+  pod: Pod,
+  attempt: number,
+  o: RuntimeConfigOptions,
+): cri.PodSandboxConfig {
+  const meta = pod.metadata ?? {};
+  const spec = pod.spec;
+  const portMappings = (spec?.containers ?? []).flatMap((c) =>
+    (c.ports ?? [])
+      .filter((p) => p.hostPort !== undefined && p.hostPort > 0)
+      .map((p) => ({
+        protocol:
+          p.protocol === 'UDP'
+            ? cri.Protocol.UDP
+            : p.protocol === 'SCTP'
+              ? cri.Protocol.SCTP
+              : cri.Protocol.TCP,
+        containerPort: p.containerPort,
+        hostPort: p.hostPort ?? 0,
+        hostIp: p.hostIP ?? '',
+      })),
+  );
+  const hostname =
+    spec?.hostNetwork === true ? o.nodeName : (spec?.hostname ?? meta.name ?? '').slice(0, 63);
+  const privileged = (spec?.containers ?? []).some((c) => c.securityContext?.privileged === true);
+  return cri.PodSandboxConfig.fromPartial({
+    metadata: {
+      name: meta.name ?? '',
+      namespace: meta.namespace ?? '',
+      uid: meta.uid ?? '',
+      attempt,
+    },
+    hostname,
+    logDirectory: podLogsDirectory(
+      { namespace: meta.namespace ?? '', name: meta.name ?? '', uid: meta.uid ?? '' },
+      o.podLogsDir,
+    ),
+    ...dnsOf(pod, o),
+    portMappings,
+    labels: sandboxLabels(pod),
+    annotations: sandboxAnnotations(pod),
+    linux: {
+      cgroupParent: podCgroupParent(pod, o),
+      securityContext: {
+        namespaceOptions: namespaceOptions(pod),
+        privileged,
+        ...(spec?.securityContext?.runAsUser !== undefined && {
+          runAsUser: { value: BigInt(spec.securityContext.runAsUser) },
+        }),
+        ...(spec?.securityContext?.runAsGroup !== undefined && {
+          runAsGroup: { value: BigInt(spec.securityContext.runAsGroup) },
+        }),
+        supplementalGroups: (spec?.securityContext?.supplementalGroups ?? []).map((g) => BigInt(g)),
+      },
+      sysctls: Object.fromEntries(
+        (spec?.securityContext?.sysctls ?? []).map((s) => [s.name, s.value]),
+      ),
+    },
+  });
+}
+
+function resources(c: Container, qos: QosClass): cri.LinuxContainerResources {
+  const req = c.resources?.requests ?? {};
+  const lim = c.resources?.limits ?? {};
+  const cpuReq = req['cpu'] ?? lim['cpu'];
+  // cpu.shares: 1024 per core, at least 2 (upstream MilliCPUToShares).
+  const cpuShares =
+    cpuReq === undefined ? 2 : Math.max(2, Math.floor((milliCpu(cpuReq) * 1024) / 1000));
+  const period = 100_000;
+  const cpuQuota =
+    lim['cpu'] === undefined
+      ? 0
+      : Math.max(1000, Math.floor((milliCpu(lim['cpu']) * period) / 1000));
+  const memoryLimit = lim['memory'] === undefined ? 0 : Math.floor(parseQuantity(lim['memory']));
+  // Upstream's QoS OOM scores: Guaranteed -997, BestEffort 1000, Burstable scaled by request.
+  const oomScoreAdj = qos === 'Guaranteed' ? -997 : qos === 'BestEffort' ? 1000 : 999;
+  return cri.LinuxContainerResources.fromPartial({
+    cpuShares: BigInt(cpuShares),
+    cpuPeriod: lim['cpu'] === undefined ? 0n : BigInt(period),
+    cpuQuota: BigInt(cpuQuota),
+    memoryLimitInBytes: BigInt(memoryLimit),
+    oomScoreAdj: BigInt(oomScoreAdj),
+  });
+}
+
+export function containerConfig(
+  pod: Pod,
+  container: Container,
+  restartCount: number,
+  imageRef: string,
+  env: readonly cri.KeyValue[],
+  mounts: readonly cri.Mount[],
+): cri.ContainerConfig {
+  const sc = container.securityContext;
+  const privileged = sc?.privileged === true;
+  const podSc = pod.spec?.securityContext;
+  const runAsUser = sc?.runAsUser ?? podSc?.runAsUser;
+  const runAsGroup = sc?.runAsGroup ?? podSc?.runAsGroup;
+  return cri.ContainerConfig.fromPartial({
+    metadata: { name: container.name, attempt: restartCount },
+    image: { image: imageRef, userSpecifiedImage: container.image ?? '' },
+    command: container.command ?? [],
+    args: container.args ?? [],
+    workingDir: container.workingDir ?? '',
+    envs: [...env],
+    mounts: [...mounts],
+    labels: containerLabels(pod, container),
+    annotations: containerAnnotations(pod, container, { restartCount }),
+    logPath: containerLogPath(container.name, restartCount),
+    stdin: container.stdin === true,
+    stdinOnce: container.stdinOnce === true,
+    tty: container.tty === true,
+    linux: {
+      resources: resources(container, qosClassOf(pod)),
+      securityContext: {
+        privileged,
+        namespaceOptions: namespaceOptions(pod),
+        ...(runAsUser !== undefined && { runAsUser: { value: BigInt(runAsUser) } }),
+        ...(runAsGroup !== undefined && { runAsGroup: { value: BigInt(runAsGroup) } }),
+        readonlyRootfs: sc?.readOnlyRootFilesystem === true,
+        noNewPrivs: sc?.allowPrivilegeEscalation === false,
+        capabilities: {
+          addCapabilities: sc?.capabilities?.add ?? [],
+          dropCapabilities: sc?.capabilities?.drop ?? [],
+        },
+        supplementalGroups: (podSc?.supplementalGroups ?? []).map((g) => BigInt(g)),
+        maskedPaths: privileged ? [] : MASKED_PATHS,
+        readonlyPaths: privileged ? [] : READONLY_PATHS,
+      },
+    },
+  });
+}

@@ -1,0 +1,176 @@
+/**
+ * Builds the Node object and its status from what the host and the runtime report.
+ * Pure: the manager calls it every nodeStatusUpdateFrequency and posts the result
+ * when it differs from what was last posted (heartbeat times aside).
+ */
+import type { Node, NodeCondition, NodeStatus, Taint } from 'kubernetes-types/core/v1.js';
+import { goArch, toKi, type HostCapacity, type HostSystemInfo } from './host-info.ts';
+
+/** The version berth reports: within the v1.37 skew window, marked as berth. */
+export const KUBELET_VERSION = 'v1.37.2-berth.0.1.0';
+
+export interface NodeStatusInput {
+  readonly nodeName: string;
+  readonly capacity: HostCapacity;
+  readonly systemInfo: HostSystemInfo;
+  readonly maxPods: number;
+  /** runtimeName://runtimeVersion from CRI Version, e.g. containerd://2.4.2 */
+  readonly containerRuntimeVersion: string;
+  readonly nodeIPs: readonly string[];
+  readonly kubeletPort: number;
+  /** Memory held back by evictionHard memory.available (bytes). */
+  readonly evictionMemoryBytes: number;
+  /** Fraction of ephemeral storage held back by evictionHard nodefs.available. */
+  readonly evictionNodefsFraction: number;
+  /** Why the node is not ready, or undefined when it is. */
+  readonly notReadyReason: string | undefined;
+  readonly now: Date;
+}
+
+type ConditionSpec = Pick<NodeCondition, 'type' | 'status' | 'reason' | 'message'>;
+
+function conditionSpecs(input: NodeStatusInput): ConditionSpec[] {
+  return [
+    {
+      type: 'MemoryPressure',
+      status: 'False',
+      reason: 'KubeletHasSufficientMemory',
+      message: 'kubelet has sufficient memory available',
+    },
+    {
+      type: 'DiskPressure',
+      status: 'False',
+      reason: 'KubeletHasNoDiskPressure',
+      message: 'kubelet has no disk pressure',
+    },
+    {
+      type: 'PIDPressure',
+      status: 'False',
+      reason: 'KubeletHasSufficientPID',
+      message: 'kubelet has sufficient PID available',
+    },
+    input.notReadyReason === undefined
+      ? {
+          type: 'Ready',
+          status: 'True',
+          reason: 'KubeletReady',
+          message: 'kubelet is posting ready status',
+        }
+      : {
+          type: 'Ready',
+          status: 'False',
+          reason: 'KubeletNotReady',
+          message: input.notReadyReason,
+        },
+  ];
+}
+
+/** Keeps lastTransitionTime while a condition's status is unchanged; heartbeat is now. */
+function mergeConditions(
+  previous: readonly NodeCondition[] | undefined,
+  specs: ConditionSpec[],
+  now: string,
+): NodeCondition[] {
+  return specs.map((spec) => {
+    const old = previous?.find((c) => c.type === spec.type);
+    const lastTransitionTime =
+      old !== undefined && old.status === spec.status ? (old.lastTransitionTime ?? now) : now;
+    return { ...spec, lastHeartbeatTime: now, lastTransitionTime };
+  });
+}
+
+/** RFC 3339 with second precision, as metav1.Time serializes. */
+export function apiTime(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+export function buildNodeStatus(
+  previous: NodeStatus | undefined,
+  input: NodeStatusInput,
+): NodeStatus {
+  const c = input.capacity;
+  const capacity: Record<string, string> = {
+    cpu: String(c.cpu),
+    memory: toKi(c.memoryBytes),
+    'ephemeral-storage': toKi(c.ephemeralStorageBytes),
+    pods: String(input.maxPods),
+  };
+  for (const [size, bytes] of Object.entries(c.hugepages))
+    capacity[`hugepages-${size}`] = String(bytes);
+  const hugeTotal = Object.values(c.hugepages).reduce((a, b) => a + b, 0);
+  const allocatable: Record<string, string> = {
+    ...capacity,
+    // Upstream: allocatable = capacity - reserved - hard eviction threshold (and huge pages for memory).
+    memory: toKi(Math.max(0, c.memoryBytes - input.evictionMemoryBytes - hugeTotal)),
+    'ephemeral-storage': String(
+      Math.floor(c.ephemeralStorageBytes * (1 - input.evictionNodefsFraction)),
+    ),
+  };
+  const now = apiTime(input.now);
+  const addresses = [
+    ...input.nodeIPs.map((ip) => ({ type: 'InternalIP', address: ip })),
+    { type: 'Hostname', address: input.nodeName },
+  ];
+  return {
+    capacity,
+    allocatable,
+    conditions: mergeConditions(previous?.conditions, conditionSpecs(input), now),
+    addresses,
+    daemonEndpoints: { kubeletEndpoint: { Port: input.kubeletPort } },
+    nodeInfo: {
+      machineID: input.systemInfo.machineID,
+      systemUUID: input.systemInfo.systemUUID,
+      bootID: input.systemInfo.bootID,
+      kernelVersion: input.systemInfo.kernelVersion,
+      osImage: input.systemInfo.osImage,
+      containerRuntimeVersion: input.containerRuntimeVersion,
+      kubeletVersion: KUBELET_VERSION,
+      kubeProxyVersion: '',
+      operatingSystem: input.systemInfo.operatingSystem,
+      architecture: input.systemInfo.architecture,
+    },
+  };
+}
+
+/** The status with heartbeat times removed: what decides whether a post is needed. */
+export function statusFingerprint(status: NodeStatus | undefined): string {
+  if (status === undefined) return '';
+  const conditions = (status.conditions ?? []).map((c) => ({
+    type: c.type,
+    status: c.status,
+    reason: c.reason,
+    message: c.message,
+  }));
+  return JSON.stringify({ ...status, conditions });
+}
+
+export function initialNode(input: {
+  nodeName: string;
+  labels: Readonly<Record<string, string>>;
+  taints: readonly Taint[];
+  providerID?: string;
+}): Node {
+  const os = 'linux';
+  const archName = goArch();
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name: input.nodeName,
+      labels: {
+        'kubernetes.io/hostname': input.nodeName,
+        'kubernetes.io/os': os,
+        'kubernetes.io/arch': archName,
+        'beta.kubernetes.io/os': os,
+        'beta.kubernetes.io/arch': archName,
+        ...input.labels,
+      },
+      annotations: { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
+    },
+    spec: {
+      ...(input.taints.length > 0 && { taints: [...input.taints] }),
+      ...(input.providerID !== undefined &&
+        input.providerID !== '' && { providerID: input.providerID }),
+    },
+  };
+}

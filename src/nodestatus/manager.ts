@@ -1,0 +1,212 @@
+/**
+ * Registers the Node and keeps its status current: computes it every
+ * nodeStatusUpdateFrequency, posts it when it changed or when nodeStatusReportFrequency
+ * has passed since the last post. Failures are retried with jittered back-off and never
+ * end the loop; a deleted Node is registered again.
+ */
+import type { Node, NodeStatus, Taint } from 'kubernetes-types/core/v1.js';
+import type { RuntimeService } from '../cri/index.ts';
+import type { EventRecorder } from '../events/types.ts';
+import { isAlreadyExists, isNotFound, NODES, type KubeClient } from '../kube/types.ts';
+import { retryDelay } from '../util/backoff.ts';
+import type { Clock } from '../util/clock.ts';
+import { isAbortError } from '../util/errors.ts';
+import type { Logger } from '../util/logger.ts';
+import { buildNodeStatus, initialNode, statusFingerprint } from './build.ts';
+import type { HostInfoProvider } from './host-info.ts';
+
+export interface NodeStatusManagerOptions {
+  readonly client: KubeClient;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly host: HostInfoProvider;
+  readonly runtime: Pick<RuntimeService, 'version' | 'status'>;
+  readonly recorder: EventRecorder;
+  readonly nodeName: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly taints: readonly Taint[];
+  readonly providerID?: string;
+  readonly nodeIPs: readonly string[];
+  readonly kubeletPort: number;
+  readonly maxPods: number;
+  readonly updateFrequencyMs: number;
+  readonly reportFrequencyMs: number;
+  readonly evictionMemoryBytes: number;
+  readonly evictionNodefsFraction: number;
+  /** berth's own health: a message per failing check (PLEG, pod source, …). */
+  readonly healthProblems: () => readonly string[];
+}
+
+export class NodeStatusManager {
+  readonly #o: NodeStatusManagerOptions;
+  #node: Node | undefined;
+  #lastPosted: string | undefined;
+  #lastPostAt = 0;
+  #lastReady: boolean | undefined;
+
+  constructor(options: NodeStatusManagerOptions) {
+    this.#o = options;
+  }
+
+  /** The Node as last read or written (uid, podCIDR, labels). */
+  get node(): Node | undefined {
+    return this.#node;
+  }
+
+  /** Creates the Node or adopts an existing one; retries until it succeeds or `signal` aborts. */
+  async register(signal: AbortSignal): Promise<Node> {
+    const { client, logger, clock, nodeName } = this.#o;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const wanted = initialNode({
+          nodeName,
+          labels: this.#o.labels,
+          taints: this.#o.taints,
+          ...(this.#o.providerID !== undefined && { providerID: this.#o.providerID }),
+        });
+        try {
+          this.#node = await client.create(NODES, wanted, { signal });
+          logger.info('Successfully registered node', { node: nodeName });
+        } catch (err) {
+          if (!isAlreadyExists(err)) throw err;
+          // Adopt: keep what others set, make sure our labels are there.
+          this.#node = await client.patch<Node>(
+            NODES,
+            nodeName,
+            { metadata: { labels: wanted.metadata?.labels } },
+            'strategic',
+            { signal },
+          );
+          logger.info('Node already registered, adopted it', { node: nodeName });
+        }
+        this.#lastPosted = undefined;
+        return this.#node;
+      } catch (err) {
+        if (signal.aborted) throw err;
+        const delay = retryDelay(attempt, 500, 7000);
+        logger.warn('Unable to register node, will retry', {
+          node: nodeName,
+          error: String(err),
+          retryInMs: Math.round(delay),
+        });
+        await clock.sleep(delay, signal);
+      }
+    }
+  }
+
+  async #notReadyReason(signal: AbortSignal): Promise<string | undefined> {
+    const problems = [...this.#o.healthProblems()];
+    try {
+      const status = await this.#o.runtime.status({}, { signal, timeoutMs: 5000 });
+      const conditions = status.status?.conditions ?? [];
+      for (const type of ['RuntimeReady', 'NetworkReady']) {
+        const c = conditions.find((x) => x.type === type);
+        if (c?.status !== true) {
+          const what =
+            type === 'RuntimeReady'
+              ? 'container runtime not ready'
+              : 'container runtime network not ready';
+          problems.push(
+            `${what}: ${type}=false reason:${c?.reason ?? ''} message:${c?.message ?? 'not reported'}`,
+          );
+        }
+      }
+    } catch (err) {
+      if (isAbortError(err) || signal.aborted) throw err;
+      problems.push(`container runtime is down: ${String(err)}`);
+    }
+    return problems.length === 0 ? undefined : problems.join(', ');
+  }
+
+  /** Computes the status and posts it if needed. Returns true when it posted. */
+  async syncOnce(signal: AbortSignal): Promise<boolean> {
+    const o = this.#o;
+    if (this.#node === undefined) await this.register(signal);
+    const [capacity, systemInfo, version] = await Promise.all([
+      o.host.capacity(),
+      o.host.systemInfo(),
+      o.runtime.version({}, { signal, timeoutMs: 5000 }).catch(() => undefined),
+    ]);
+    const notReadyReason = await this.#notReadyReason(signal);
+    const previous: NodeStatus | undefined = this.#node?.status;
+    const status = buildNodeStatus(previous, {
+      nodeName: o.nodeName,
+      capacity,
+      systemInfo,
+      maxPods: o.maxPods,
+      containerRuntimeVersion:
+        version === undefined
+          ? (previous?.nodeInfo?.containerRuntimeVersion ?? '')
+          : `${version.runtimeName}://${version.runtimeVersion}`,
+      nodeIPs: o.nodeIPs,
+      kubeletPort: o.kubeletPort,
+      evictionMemoryBytes: o.evictionMemoryBytes,
+      evictionNodefsFraction: o.evictionNodefsFraction,
+      notReadyReason,
+      now: new Date(o.clock.now()),
+    });
+    const fingerprint = statusFingerprint(status);
+    const due = o.clock.now() - this.#lastPostAt >= o.reportFrequencyMs;
+    if (fingerprint === this.#lastPosted && !due) return false;
+    try {
+      this.#node = await o.client.patch<Node>(NODES, o.nodeName, { status }, 'strategic', {
+        subresource: 'status',
+        signal,
+      });
+    } catch (err) {
+      if (isNotFound(err)) {
+        o.logger.warn('Node object was deleted, registering it again', { node: o.nodeName });
+        this.#node = undefined;
+        this.#lastPosted = undefined;
+        await this.register(signal);
+        this.#node = await o.client.patch<Node>(NODES, o.nodeName, { status }, 'strategic', {
+          subresource: 'status',
+          signal,
+        });
+      } else {
+        throw err;
+      }
+    }
+    this.#lastPosted = fingerprint;
+    this.#lastPostAt = o.clock.now();
+    const ready = notReadyReason === undefined;
+    if (ready !== this.#lastReady) {
+      const target = { kind: 'Node' as const, name: o.nodeName, uid: o.nodeName };
+      o.recorder.event(
+        target,
+        'Normal',
+        ready ? 'NodeReady' : 'NodeNotReady',
+        `Node ${o.nodeName} status is now: ${ready ? 'NodeReady' : 'NodeNotReady'}`,
+      );
+      this.#lastReady = ready;
+    }
+    return true;
+  }
+
+  /** Forces the next sync to post (e.g. after the runtime became ready). */
+  invalidate(): void {
+    this.#lastPosted = undefined;
+  }
+
+  /** The status loop; returns when `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    let failures = 0;
+    while (!signal.aborted) {
+      let wait = this.#o.updateFrequencyMs;
+      try {
+        await this.syncOnce(signal);
+        failures = 0;
+      } catch (err) {
+        if (signal.aborted) return;
+        failures++;
+        wait = Math.min(wait, retryDelay(failures, 200, this.#o.updateFrequencyMs));
+        this.#o.logger.warn('Error updating node status, will retry', {
+          node: this.#o.nodeName,
+          error: String(err),
+          failures,
+        });
+      }
+      await this.#o.clock.sleep(wait, signal).catch(() => undefined);
+    }
+  }
+}

@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import { generatePodStatus } from './generate.ts';
+
+const NOW = new Date('2026-01-01T00:00:10Z');
+
+function pod(restartPolicy: 'Always' | 'OnFailure' | 'Never', names = ['main']): Pod {
+  return {
+    metadata: { uid: 'u1', name: 'p', namespace: 'ns' },
+    spec: { restartPolicy, containers: names.map((name) => ({ name, image: 'busybox:1' })) },
+    status: { conditions: [{ type: 'PodScheduled', status: 'True' }] },
+  };
+}
+
+function container(
+  name: string,
+  state: RuntimeContainer['state'],
+  extra: Partial<RuntimeContainer> = {},
+): RuntimeContainer {
+  return {
+    id: `${name}-${String(extra.attempt ?? 0)}`,
+    name,
+    state,
+    attempt: 0,
+    createdAt: 1000,
+    startedAt: 2000,
+    hash: 'h',
+    image: 'busybox:1',
+    imageRef: 'sha256:abc',
+    sandboxId: 's1',
+    ...(state === 'exited' && { exitCode: 0, finishedAt: 3000 }),
+    ...extra,
+  };
+}
+
+function runtime(containers: RuntimeContainer[]): RuntimePodStatus {
+  return {
+    uid: 'u1',
+    name: 'p',
+    namespace: 'ns',
+    sandboxes: [
+      { id: 's1', state: 'ready', attempt: 0, createdAt: 500, ip: '10.88.0.5', ips: ['10.88.0.5'] },
+    ],
+    containers,
+  };
+}
+
+function status(
+  p: Pod,
+  containers: RuntimeContainer[],
+  waiting: [string, { reason: string; message: string }][] = [],
+) {
+  return generatePodStatus({
+    pod: p,
+    runtime: runtime(containers),
+    waiting: new Map(waiting),
+    runtimeName: 'containerd',
+    hostIPs: ['127.0.0.1'],
+    now: NOW,
+  });
+}
+
+describe('generatePodStatus', () => {
+  test('nothing created yet: Pending, waiting ContainerCreating, PodScheduled kept', () => {
+    const s = status(pod('Always'), []);
+    assert.equal(s.phase, 'Pending');
+    assert.equal(s.containerStatuses?.[0]?.state?.waiting?.reason, 'ContainerCreating');
+    assert.ok(s.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'True'));
+    assert.equal(s.podIP, '10.88.0.5');
+    assert.equal(s.qosClass, 'BestEffort');
+  });
+
+  test('running: Running, Ready, container ID with the runtime name, startedAt', () => {
+    const s = status(pod('Always'), [container('main', 'running')]);
+    assert.equal(s.phase, 'Running');
+    assert.equal(s.conditions?.find((c) => c.type === 'Ready')?.status, 'True');
+    const cs = s.containerStatuses?.[0];
+    assert.equal(cs?.containerID, 'containerd://main-0');
+    assert.equal(cs?.imageID, 'sha256:abc');
+    assert.equal(cs?.state?.running?.startedAt, '1970-01-01T00:00:02Z');
+  });
+
+  test('restartPolicy Never: exit 0 -> Succeeded, exit 3 -> Failed with the exit code', () => {
+    assert.equal(status(pod('Never'), [container('main', 'exited')]).phase, 'Succeeded');
+    const failed = status(pod('Never'), [container('main', 'exited', { exitCode: 3 })]);
+    assert.equal(failed.phase, 'Failed');
+    assert.equal(failed.containerStatuses?.[0]?.state?.terminated?.exitCode, 3);
+    assert.equal(failed.containerStatuses?.[0]?.state?.terminated?.reason, 'Error');
+  });
+
+  test('OnFailure: a failure stays Running (it will rerun); success -> Succeeded', () => {
+    assert.equal(
+      status(pod('OnFailure'), [container('main', 'exited', { exitCode: 1 })]).phase,
+      'Running',
+    );
+    assert.equal(status(pod('OnFailure'), [container('main', 'exited')]).phase, 'Succeeded');
+  });
+
+  test('CrashLoopBackOff: waiting with the reason, last exit in lastState, restartCount of the newest', () => {
+    const s = status(
+      pod('Always'),
+      [
+        container('main', 'exited', { exitCode: 1, attempt: 2 }),
+        container('main', 'exited', { exitCode: 1, attempt: 1 }),
+      ],
+      [
+        [
+          'main',
+          {
+            reason: 'CrashLoopBackOff',
+            message: 'back-off 40s restarting failed container=main pod=p_ns(u1)',
+          },
+        ],
+      ],
+    );
+    const cs = s.containerStatuses?.[0];
+    assert.equal(s.phase, 'Running');
+    assert.equal(cs?.state?.waiting?.reason, 'CrashLoopBackOff');
+    assert.equal(cs?.lastState?.terminated?.exitCode, 1);
+    assert.equal(cs?.restartCount, 2);
+  });
+
+  test('a terminal phase never changes back', () => {
+    const p = pod('Always');
+    p.status = { ...p.status, phase: 'Failed' };
+    assert.equal(status(p, [container('main', 'running')]).phase, 'Failed');
+  });
+
+  test('waiting reasons from the sync loop (ErrImagePull) show on containers without an instance', () => {
+    const s = status(
+      pod('Always', ['a', 'b']),
+      [container('a', 'running')],
+      [['b', { reason: 'ErrImagePull', message: 'nope' }]],
+    );
+    assert.equal(s.phase, 'Pending');
+    assert.equal(s.containerStatuses?.[1]?.state?.waiting?.reason, 'ErrImagePull');
+    assert.equal(
+      s.conditions?.find((c) => c.type === 'ContainersReady')?.message,
+      'containers with unready status: [b]',
+    );
+  });
+});

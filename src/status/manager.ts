@@ -1,0 +1,127 @@
+/**
+ * The status manager: keeps the newest computed status of each pod and writes it to
+ * the pod's status subresource when it differs from what the API has. Writes carry the
+ * pod UID as a precondition, so a status never lands on a new pod of the same name.
+ * Per pod, at most one write is in flight; newer statuses coalesce. Failed writes are
+ * retried by the periodic sync (every 10 s, as upstream's batch sync).
+ */
+import type { Pod, PodStatus } from 'kubernetes-types/core/v1.js';
+import { inNamespace, isConflict, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+
+export interface StatusManagerOptions {
+  readonly client: KubeClient;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly syncPeriodMs?: number;
+}
+
+interface Entry {
+  pod: Pod;
+  status: PodStatus;
+  /** JSON of what the API is known to have. */
+  sent: string | undefined;
+  writing: boolean;
+}
+
+/** What decides whether a write is needed: the status without timestamps that churn. */
+function fingerprint(status: PodStatus): string {
+  return JSON.stringify({
+    ...status,
+    conditions: status.conditions?.map((c) => ({ ...c, lastProbeTime: undefined })),
+  });
+}
+
+export class StatusManager {
+  readonly #o: StatusManagerOptions;
+  readonly #entries = new Map<string, Entry>();
+  readonly #inflight = new Set<Promise<void>>();
+
+  constructor(options: StatusManagerOptions) {
+    this.#o = options;
+  }
+
+  /** The status last set for `uid` (what berth believes), if any. */
+  get(uid: string): PodStatus | undefined {
+    return this.#entries.get(uid)?.status;
+  }
+
+  /** Records the status of `pod` and writes it soon if the API lacks it. */
+  set(pod: Pod, status: PodStatus): void {
+    const uid = pod.metadata?.uid ?? '';
+    const entry = this.#entries.get(uid);
+    if (entry === undefined) {
+      const apiStatus = pod.status === undefined ? undefined : fingerprint(pod.status);
+      this.#entries.set(uid, { pod, status, sent: apiStatus, writing: false });
+    } else {
+      entry.pod = pod;
+      entry.status = status;
+    }
+    this.#flush(uid);
+  }
+
+  /** Forgets a pod whose object is gone. */
+  remove(uid: string): void {
+    this.#entries.delete(uid);
+  }
+
+  #flush(uid: string): void {
+    const entry = this.#entries.get(uid);
+    if (entry === undefined || entry.writing || fingerprint(entry.status) === entry.sent) return;
+    entry.writing = true;
+    const p = this.#write(uid, entry).finally(() => {
+      entry.writing = false;
+      this.#inflight.delete(p);
+      // A newer status may have arrived while writing.
+      if (this.#entries.get(uid) === entry) this.#flush(uid);
+    });
+    this.#inflight.add(p);
+  }
+
+  async #write(uid: string, entry: Entry): Promise<void> {
+    const status = entry.status;
+    const meta = entry.pod.metadata ?? {};
+    const log = this.#o.logger.child({
+      pod: `${meta.namespace ?? ''}/${meta.name ?? ''}`,
+      podUID: uid,
+    });
+    try {
+      // Merge patch: lists (conditions, containerStatuses) are replaced whole; the status
+      // carries every condition, ours and the others', so nothing is lost.
+      const updated = await this.#o.client.patch<Pod>(
+        inNamespace(PODS, meta.namespace ?? 'default'),
+        meta.name ?? '',
+        { metadata: { uid }, status },
+        'merge',
+        { subresource: 'status' },
+      );
+      entry.sent = fingerprint(status);
+      entry.pod = updated;
+      log.debug('Status for pod updated successfully', { phase: status.phase });
+    } catch (err) {
+      if (isNotFound(err) || isConflict(err)) {
+        // The pod is gone, or the name now belongs to another UID: nothing to write.
+        log.debug('Pod no longer exists, dropping its status', { error: String(err) });
+        this.#entries.delete(uid);
+        return;
+      }
+      log.warn('Failed to update status for pod', { error: String(err) });
+    }
+  }
+
+  /** Rewrites every status the API may lack (the batch sync). */
+  async run(signal: AbortSignal): Promise<void> {
+    const period = this.#o.syncPeriodMs ?? 10_000;
+    while (!signal.aborted) {
+      await this.#o.clock.sleep(period, signal).catch(() => undefined);
+      for (const uid of this.#entries.keys()) this.#flush(uid);
+    }
+    await Promise.allSettled([...this.#inflight]);
+  }
+
+  /** Waits for writes in flight (tests, shutdown). */
+  async drain(): Promise<void> {
+    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
+  }
+}

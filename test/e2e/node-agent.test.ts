@@ -1,0 +1,291 @@
+/**
+ * berth as the node of a real cluster (issue #3 acceptance), against containerd 2.x
+ * and 1.6: registration and heartbeat, pods and a Deployment, deletion, restart
+ * recovery.
+ */
+import assert from 'node:assert/strict';
+import { cpus } from 'node:os';
+import { readFile } from 'node:fs/promises';
+import { after, before, describe, test } from 'node:test';
+import type { Lease } from 'kubernetes-types/coordination/v1.js';
+import type { Node, Pod } from 'kubernetes-types/core/v1.js';
+import { GrpcCriClient } from '../../src/cri/index.ts';
+import { startBerth, type BerthNode } from '../harness/berth-node.ts';
+import { startCluster, type Cluster, type RuntimeKind } from '../harness/cluster.ts';
+import {
+  applyJson,
+  busyboxPod,
+  eventually,
+  getJson,
+  isRunningAndReady,
+  podEvents,
+  waitForPod,
+} from '../harness/kube-helpers.ts';
+
+function suite(kind: RuntimeKind): void {
+  describe(`berth node on ${kind}`, () => {
+    let cluster: Cluster;
+    let berth: BerthNode;
+    let cri: GrpcCriClient;
+
+    before(async () => {
+      cluster = await startCluster({ runtime: kind });
+      berth = await startBerth(cluster);
+      cri = new GrpcCriClient(cluster.runtime.socket);
+    });
+
+    after(async () => {
+      cri.close();
+      await berth.stop();
+      await cluster.stop();
+      assert.deepEqual(await cluster.leaks(), []);
+    });
+
+    const node = (): Promise<Node | undefined> =>
+      getJson<Node>(cluster, ['get', 'node', berth.nodeName]);
+
+    test('the node registers and turns Ready with the host capacity', async () => {
+      const ready = await eventually(
+        'node Ready',
+        async () => {
+          const n = await node();
+          return n?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ===
+            true
+            ? n
+            : undefined;
+        },
+        30_000,
+      );
+      const meminfo = await readFile('/proc/meminfo', 'utf8');
+      const memKi = /^MemTotal:\s+(\d+) kB/m.exec(meminfo)?.[1];
+      assert.equal(ready.status?.capacity?.['cpu'], String(cpus().length));
+      assert.equal(ready.status?.capacity?.['memory'], `${memKi ?? ''}Ki`);
+      assert.equal(ready.status?.capacity?.['pods'], '110');
+      assert.ok(ready.status?.capacity?.['ephemeral-storage']);
+      assert.equal(ready.metadata?.labels?.['kubernetes.io/hostname'], berth.nodeName);
+      assert.equal(ready.metadata?.labels?.['kubernetes.io/os'], 'linux');
+      assert.match(ready.status?.nodeInfo?.containerRuntimeVersion ?? '', /^containerd:\/\//);
+      assert.match(ready.status?.nodeInfo?.kubeletVersion ?? '', /^v1\.37\./);
+      assert.deepEqual(
+        ready.status?.addresses?.find((a) => a.type === 'InternalIP')?.address,
+        '127.0.0.1',
+      );
+      for (const type of ['MemoryPressure', 'DiskPressure', 'PIDPressure']) {
+        assert.equal(ready.status?.conditions?.find((c) => c.type === type)?.status, 'False', type);
+      }
+    });
+
+    test('the Lease is held by the node and renewed', async () => {
+      const lease = await eventually('lease', () =>
+        getJson<Lease>(cluster, ['-n', 'kube-node-lease', 'get', 'lease', berth.nodeName]),
+      );
+      assert.equal(lease.spec?.holderIdentity, berth.nodeName);
+      assert.equal(lease.spec?.leaseDurationSeconds, 40);
+      const first = lease.spec?.renewTime;
+      await eventually(
+        'lease renewal',
+        async () => {
+          const l = await getJson<Lease>(cluster, [
+            '-n',
+            'kube-node-lease',
+            'get',
+            'lease',
+            berth.nodeName,
+          ]);
+          return l?.spec?.renewTime !== first ? true : undefined;
+        },
+        20_000,
+      );
+    });
+
+    test('a deleted Node is registered again', async () => {
+      const before = await node();
+      await cluster.kubectl(['delete', 'node', berth.nodeName, '--wait=true']);
+      const again = await eventually(
+        'node re-registered',
+        async () => {
+          const n = await node();
+          return n !== undefined && n.metadata?.uid !== before?.metadata?.uid ? n : undefined;
+        },
+        30_000,
+      );
+      assert.equal(again.metadata?.name, berth.nodeName);
+    });
+
+    test('a pod with spec.nodeName runs, with exact status, events, and a CRI log file', async () => {
+      await applyJson(
+        cluster,
+        busyboxPod(cluster, 'direct', berth.nodeName, {
+          command: ['sh', '-c', 'echo hello from berth; exec sleep 3600'],
+        }),
+      );
+      const pod = await waitForPod(
+        cluster,
+        'default',
+        'direct',
+        'Running',
+        isRunningAndReady,
+        60_000,
+      );
+      const cs = pod.status?.containerStatuses?.[0];
+      assert.match(cs?.containerID ?? '', /^containerd:\/\/[0-9a-f]{64}$/);
+      assert.match(cs?.imageID ?? '', /^sha256:/);
+      assert.equal(cs?.restartCount, 0);
+      assert.match(pod.status?.podIP ?? '', /^10\.88\./);
+      assert.equal(pod.status?.hostIP, '127.0.0.1');
+      assert.equal(pod.status?.qosClass, 'BestEffort');
+      for (const t of [
+        'PodScheduled',
+        'PodReadyToStartContainers',
+        'Initialized',
+        'ContainersReady',
+        'Ready',
+      ]) {
+        assert.equal(pod.status?.conditions?.find((c) => c.type === t)?.status, 'True', t);
+      }
+      const reasons = (await podEvents(cluster, 'default', 'direct')).map((e) => e.reason);
+      for (const r of ['Pulled', 'Created', 'Started'])
+        assert.ok(reasons.includes(r), `event ${r} in ${reasons.join(',')}`);
+      // Upstream's CRI labels, so crictl and log collectors understand berth's containers.
+      const { containers } = await cri.runtime.listContainers({
+        filter: { labelSelector: { 'io.kubernetes.pod.name': 'direct' } },
+      });
+      assert.equal(containers.length, 1);
+      assert.equal(containers[0]?.labels['io.kubernetes.container.name'], 'main');
+      assert.equal(containers[0]?.labels['io.kubernetes.pod.namespace'], 'default');
+      assert.ok(containers[0]?.annotations['io.kubernetes.container.hash']);
+      const log = await eventually('container log', async () => {
+        const text = await readFile(
+          `${berth.dir}/pod-logs/default_direct_${pod.metadata?.uid ?? ''}/main/0.log`,
+          'utf8',
+        ).catch(() => '');
+        return text.includes('hello from berth') ? text : undefined;
+      });
+      assert.match(log, /^\S+ stdout F hello from berth$/m);
+    });
+
+    test('a 3-replica Deployment placed by the scheduler runs on berth; deleting it leaves nothing', async () => {
+      await applyJson(cluster, {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'web', namespace: 'default' },
+        spec: {
+          replicas: 3,
+          selector: { matchLabels: { app: 'web' } },
+          template: {
+            metadata: { labels: { app: 'web' } },
+            spec: {
+              automountServiceAccountToken: false,
+              terminationGracePeriodSeconds: 3,
+              containers: [
+                {
+                  name: 'web',
+                  image: cluster.images.busyboxLocal,
+                  imagePullPolicy: 'IfNotPresent',
+                  command: ['sleep', '3600'],
+                },
+              ],
+            },
+          },
+        },
+      });
+      const pods = await eventually(
+        '3 running replicas',
+        async () => {
+          const list = await getJson<{ items: Pod[] }>(cluster, [
+            '-n',
+            'default',
+            'get',
+            'pods',
+            '-l',
+            'app=web',
+          ]);
+          const running = (list?.items ?? []).filter(isRunningAndReady);
+          return running.length === 3 ? running : undefined;
+        },
+        90_000,
+      );
+      for (const p of pods) assert.equal(p.spec?.nodeName, berth.nodeName);
+      const started = Date.now();
+      await cluster.kubectl(['-n', 'default', 'delete', 'deployment', 'web', '--wait=true']);
+      await eventually(
+        'replica pods gone from the API',
+        async () => {
+          const list = await getJson<{ items: Pod[] }>(cluster, [
+            '-n',
+            'default',
+            'get',
+            'pods',
+            '-l',
+            'app=web',
+          ]);
+          return (list?.items.length ?? 0) === 0 ? true : undefined;
+        },
+        30_000,
+      );
+      const { containers } = await cri.runtime.listContainers({
+        filter: { labelSelector: { app: 'web' } },
+      });
+      const uids = new Set(pods.map((p) => p.metadata?.uid));
+      const left = (await cri.runtime.listContainers({})).containers.filter((c) =>
+        uids.has(c.labels['io.kubernetes.pod.uid']),
+      );
+      const sandboxes = (await cri.runtime.listPodSandbox({})).items.filter((s) =>
+        uids.has(s.labels['io.kubernetes.pod.uid']),
+      );
+      assert.deepEqual([...containers, ...left], [], 'no container of the replicas is left');
+      assert.deepEqual(sandboxes, [], 'no sandbox of the replicas is left');
+      // Informational: deletion took this long (grace period 3 s); not an assertion on speed.
+      void started;
+    });
+
+    test('berth killed with 10 pods running comes back with zero container restarts', async () => {
+      const names = Array.from({ length: 10 }, (_, i) => `survivor-${i}`);
+      for (const n of names) await applyJson(cluster, busyboxPod(cluster, n, berth.nodeName));
+      const before = await Promise.all(
+        names.map((n) => waitForPod(cluster, 'default', n, 'Running', isRunningAndReady, 90_000)),
+      );
+      const { containers: containersBefore } = await cri.runtime.listContainers({});
+      const sandboxesBefore = (await cri.runtime.listPodSandbox({})).items.length;
+      await berth.kill();
+      berth = await berth.restart();
+      // Wait for berth to be back (the Ready heartbeat comes from the new process).
+      await eventually(
+        'berth back',
+        async () => {
+          const text = await readFile(berth.logFile, 'utf8');
+          return (text.match(/Successfully registered node|Node already registered/g) ?? [])
+            .length >= 2
+            ? true
+            : undefined;
+        },
+        30_000,
+      );
+      // Let it run a few sync rounds.
+      await new Promise((r) => setTimeout(r, 5000));
+      for (const [i, n] of names.entries()) {
+        const pod = await waitForPod(cluster, 'default', n, 'Running', isRunningAndReady);
+        const was = before[i]?.status?.containerStatuses?.[0];
+        const now = pod.status?.containerStatuses?.[0];
+        assert.equal(now?.restartCount, 0, `${n} restarts`);
+        assert.equal(now?.containerID, was?.containerID, `${n} same container`);
+        assert.equal(pod.status?.podIP, before[i]?.status?.podIP, `${n} same sandbox IP`);
+      }
+      const { containers: containersAfter } = await cri.runtime.listContainers({});
+      assert.deepEqual(
+        containersAfter.map((c) => c.id).sort(),
+        containersBefore.map((c) => c.id).sort(),
+        'no container created or removed',
+      );
+      assert.equal(
+        (await cri.runtime.listPodSandbox({})).items.length,
+        sandboxesBefore,
+        'no duplicate sandboxes',
+      );
+      await cluster.kubectl(['-n', 'default', 'delete', 'pod', ...names, '--wait=false']);
+    });
+  });
+}
+
+suite('containerd2');
+suite('containerd1');

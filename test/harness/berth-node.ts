@@ -1,0 +1,118 @@
+/**
+ * Runs berth as a node of a test cluster: a separate process, as in production, so
+ * tests can SIGTERM it, SIGKILL it and start it again over the same root directory.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Cluster } from './cluster.ts';
+import { REPO_ROOT } from './binaries.ts';
+import { freePort } from './net.ts';
+import { createNodeIdentity, type NodeIdentity } from './node-identity.ts';
+import { ComponentProcess } from './process.ts';
+
+export interface BerthNodeOptions {
+  readonly nodeName?: string;
+  /** Extra KubeletConfiguration fields (YAML lines, already indented at top level). */
+  readonly extraConfig?: readonly string[];
+  readonly extraArgs?: readonly string[];
+}
+
+export interface BerthNode {
+  readonly nodeName: string;
+  readonly identity: NodeIdentity;
+  readonly dir: string;
+  readonly configFile: string;
+  readonly logFile: string;
+  readonly process: ComponentProcess;
+  /** SIGTERM and wait (pods keep running). */
+  stop(): Promise<void>;
+  /** SIGKILL, no clean-up at all (crash). */
+  kill(): Promise<void>;
+  /** Starts berth again with the same identity, config and root. */
+  restart(): Promise<BerthNode>;
+}
+
+export const BERTH_MAIN = join(REPO_ROOT, 'src/cmd/berth.ts');
+export const NODE_BINARY = join(REPO_ROOT, 'node_modules/.bin/node');
+
+export async function startBerth(
+  cluster: Cluster,
+  options: BerthNodeOptions = {},
+): Promise<BerthNode> {
+  const nodeName = options.nodeName ?? `berth-${cluster.id}`;
+  const identity = await createNodeIdentity(cluster, nodeName);
+  const dir = join(cluster.root, 'nodes', nodeName, 'berth');
+  await mkdir(dir, { recursive: true });
+  const port = await freePort();
+  const healthzPort = await freePort();
+  const configFile = join(dir, 'config.yaml');
+  await writeFile(
+    configFile,
+    [
+      'apiVersion: kubelet.config.k8s.io/v1beta1',
+      'kind: KubeletConfiguration',
+      `containerRuntimeEndpoint: unix://${cluster.runtime.socket}`,
+      `cgroupRoot: ${cluster.state.cgroupRoot}`,
+      'cgroupDriver: cgroupfs',
+      `podLogsDir: ${join(dir, 'pod-logs')}`,
+      'address: 127.0.0.1',
+      `port: ${port}`,
+      `healthzPort: ${healthzPort}`,
+      `tlsCertFile: ${identity.servingCert.cert}`,
+      `tlsPrivateKeyFile: ${identity.servingCert.key}`,
+      'authentication:',
+      '  x509:',
+      `    clientCAFile: ${identity.caFile}`,
+      'failSwapOn: false',
+      'failCgroupV1: false',
+      'maxParallelImagePulls: 5',
+      'serializeImagePulls: false',
+      ...(options.extraConfig ?? []),
+      '',
+    ].join('\n'),
+  );
+  const logFile = join(dir, 'berth.log');
+  const args = [
+    BERTH_MAIN,
+    '--kubeconfig',
+    identity.kubeconfig,
+    '--config',
+    configFile,
+    '--hostname-override',
+    nodeName,
+    '--node-ip',
+    '127.0.0.1',
+    '--root-dir',
+    dir,
+    '--v',
+    '2',
+    ...(options.extraArgs ?? []),
+  ];
+  const start = (): BerthNode => {
+    const proc = ComponentProcess.start({
+      name: `berth-${nodeName}`,
+      command: NODE_BINARY,
+      args,
+      logFile,
+    });
+    const node: BerthNode = {
+      nodeName,
+      identity,
+      dir,
+      configFile,
+      logFile,
+      process: proc,
+      stop: () => proc.stop(30_000),
+      kill: async () => {
+        process.kill(proc.pid, 'SIGKILL');
+        await proc.stop(1000);
+      },
+      restart: async () => {
+        await proc.stop(30_000);
+        return start();
+      },
+    };
+    return node;
+  };
+  return start();
+}
