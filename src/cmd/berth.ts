@@ -22,7 +22,6 @@ function socketPath(endpoint: string): string {
   if (endpoint.startsWith('unix://')) return endpoint.slice('unix://'.length);
   if (endpoint.startsWith('/')) return endpoint;
   throw new ConfigError(
-    'BERTH_CONFIG_INVALID',
     `Cannot use container runtime endpoint "${endpoint}": only unix:// sockets are supported`,
   );
 }
@@ -46,7 +45,7 @@ async function main(argv: readonly string[]): Promise<number> {
     config = await loadConfig(argv);
   } catch (err) {
     if (err instanceof HelpRequestedError) {
-      process.stdout.write(err.message + '\n');
+      process.stdout.write(`${err.usage}\n`);
       return 0;
     }
     if (err instanceof ConfigError) {

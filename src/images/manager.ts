@@ -21,7 +21,13 @@ export type ImageFailureReason =
 
 export type EnsureImageResult =
   | { readonly ok: true; readonly imageRef: string; readonly image: string }
-  | { readonly ok: false; readonly reason: ImageFailureReason; readonly message: string };
+  | {
+      readonly ok: false;
+      readonly reason: ImageFailureReason;
+      readonly message: string;
+      /** When to sync again: soon after ErrImagePull (to show ImagePullBackOff), else when the back-off ends. */
+      readonly retryAfterMs?: number;
+    };
 
 export interface ImageManagerOptions {
   readonly images: ImageService;
@@ -113,7 +119,12 @@ export class ImageManager {
     if (backoff.inBackoff(key)) {
       const message = `Back-off pulling image "${image}"`;
       recorder.event(target, 'Normal', 'BackOff', message);
-      return { ok: false, reason: 'ImagePullBackOff', message };
+      return {
+        ok: false,
+        reason: 'ImagePullBackOff',
+        message,
+        retryAfterMs: backoff.remaining(key),
+      };
     }
     recorder.event(target, 'Normal', 'Pulling', `Pulling image "${image}"`);
     const queued = clock.now();
@@ -145,7 +156,7 @@ export class ImageManager {
       recorder.event(target, 'Warning', 'Failed', message);
       recorder.event(target, 'Warning', 'Failed', 'Error: ErrImagePull');
       this.#o.logger.info('Failed to pull image', { image, error: detail });
-      return { ok: false, reason: 'ErrImagePull', message };
+      return { ok: false, reason: 'ErrImagePull', message, retryAfterMs: 1000 };
     } finally {
       this.#pulls.release();
     }

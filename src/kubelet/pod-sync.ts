@@ -276,9 +276,7 @@ export class PodSync implements PodSyncer {
     const image = await images.ensureImage(pod, spec, secrets, sandbox, ref, signal);
     if (!image.ok) {
       waiting.set(spec.name, { reason: image.reason, message: image.message });
-      return image.reason === 'ErrImagePull' || image.reason === 'ImagePullBackOff'
-        ? 10_000
-        : undefined;
+      return image.retryAfterMs;
     }
     const previous = latestContainer(runtime, spec.name);
     const restartCount = nextRestartCount(runtime, spec.name);

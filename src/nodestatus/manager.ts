@@ -122,6 +122,17 @@ export class NodeStatusManager {
   async syncOnce(signal: AbortSignal): Promise<boolean> {
     const o = this.#o;
     if (this.#node === undefined) await this.register(signal);
+    // Re-read the Node each round (as upstream does): it may have been deleted, and others
+    // (the controller-manager) set fields such as spec.podCIDR.
+    try {
+      this.#node = await o.client.get<Node>(NODES, o.nodeName, { signal });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      o.logger.warn('Node object was deleted, registering it again', { node: o.nodeName });
+      this.#node = undefined;
+      this.#lastPosted = undefined;
+      await this.register(signal);
+    }
     const [capacity, systemInfo, version] = await Promise.all([
       o.host.capacity(),
       o.host.systemInfo(),

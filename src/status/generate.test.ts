@@ -123,8 +123,8 @@ describe('generatePodStatus', () => {
   });
 
   test('a terminal phase never changes back', () => {
-    const p = pod('Always');
-    p.status = { ...p.status, phase: 'Failed' };
+    const base = pod('Always');
+    const p: Pod = { ...base, status: { ...base.status, phase: 'Failed' } };
     assert.equal(status(p, [container('main', 'running')]).phase, 'Failed');
   });
 

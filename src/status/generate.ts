@@ -112,7 +112,9 @@ function containerStatus(spec: Container, input: StatusInput): ContainerStatus {
         previous.state === 'exited' && { lastState: terminatedState(previous, input.runtimeName) }),
     };
   }
-  if (current.state === 'exited' && waiting !== undefined) {
+  // Only a restart being held back overrides an exit; other reasons (a failed start)
+  // are already in the runtime's terminated state.
+  if (current.state === 'exited' && waiting?.reason === 'CrashLoopBackOff') {
     // Waiting to be restarted (CrashLoopBackOff): the exit just seen becomes lastState.
     return {
       ...status,
@@ -270,6 +272,14 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     condition('ContainersReady', containersReady, now, prevConditions, reason, message),
     ...prevConditions.filter((c) => !KUBELET_CONDITIONS.has(c.type)),
   ];
+  // A pod bound by spec.nodeName never met the scheduler; the kubelet reports it scheduled.
+  if (!conditions.some((c) => c.type === 'PodScheduled')) {
+    conditions.push({
+      type: 'PodScheduled',
+      status: 'True',
+      lastTransitionTime: previous.startTime ?? now,
+    });
+  }
   const ips = sandbox?.ips ?? [];
   return {
     phase,

@@ -248,6 +248,19 @@ export async function startControlPlane(options: {
       ),
     ),
   );
+  // Pods cannot be created before the service-account controller made "default".
+  await waitFor(
+    'the default service account',
+    async () => {
+      const res = await fetchLocal(`${server}/api/v1/namespaces/default/serviceaccounts/default`, {
+        ca,
+        ...admin,
+        timeoutMs: 2000,
+      });
+      return res.status === 200;
+    },
+    { timeoutMs: 60_000, intervalMs: 200, describe: () => kcm.tail() },
+  );
   return { server, ports, adminKubeconfig: files.admin, processes };
 }
 
