@@ -8,7 +8,7 @@ import { CriError, cri, type CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { ImageManager } from '../images/manager.ts';
 import { inNamespace, isNotFound, PODS, SECRETS, type KubeClient } from '../kube/types.ts';
-import { computePodActions, containerBackoffKey } from '../kuberuntime/plan.ts';
+import { computePodActions, containerBackoffKey, podDescription } from '../kuberuntime/plan.ts';
 import {
   latestContainer,
   nextRestartCount,
@@ -156,7 +156,10 @@ export class PodSync implements PodSyncer {
       now: clock.now(),
       backoff: this.#o.crashBackoff,
     });
-    for (const [name, w] of Object.entries(plan.waiting)) waiting.set(name, w);
+    for (const [name, w] of Object.entries(plan.waiting)) {
+      waiting.set(name, w);
+      recorder.event(podRef(pod, name), 'Warning', 'BackOff', `Back-off restarting failed container ${name} in pod ${podDescription(pod)}`);
+    }
     let requeue: number | undefined;
     const grace = pod.spec?.terminationGracePeriodSeconds ?? 30;
 
