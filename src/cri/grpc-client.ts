@@ -126,6 +126,17 @@ export class GrpcCriClient implements CriClient {
     Error.captureStackTrace(site, this.#unary);
     const method = def.path.slice('/runtime.v1.'.length);
     const signal = opts?.signal;
+    if (this.#closed) {
+      return Promise.reject(
+        criErrorFrom(
+          method,
+          GrpcStatus.UNAVAILABLE,
+          'the CRI client is closed',
+          undefined,
+          site.stack,
+        ),
+      );
+    }
     if (signal?.aborted === true) {
       return Promise.reject(
         criErrorFrom(

@@ -54,6 +54,6 @@ export interface CriClient extends Disposable {
   readonly endpoint: string;
   readonly runtime: RuntimeService;
   readonly image: ImageService;
-  /** Closes the channel; in-flight calls fail with CriUnavailableError. Idempotent. */
+  /** Closes the channel: later calls fail with CriUnavailableError, calls in flight finish. Idempotent. */
   close(): void;
 }

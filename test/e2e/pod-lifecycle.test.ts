@@ -3,6 +3,7 @@
  * berth node (issue #3 acceptance), against containerd 2.x and 1.6.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
@@ -159,26 +160,54 @@ function suite(kind: RuntimeKind): void {
 
     test('a missing image gives ErrImagePull, then ImagePullBackOff', async () => {
       const image = `${cluster.registry.host}/berth/does-not-exist:1.0`;
-      await applyJson(
-        cluster,
-        busyboxPod(cluster, 'missing-image', node, { image, imagePullPolicy: 'Always' }),
-      );
+      // Watch the pod: ErrImagePull may be in the API for only a moment before the next
+      // sync reports ImagePullBackOff, so polling could miss it.
+      const watcher = spawn(cluster.bin.kubectl, [
+        '--kubeconfig',
+        cluster.adminKubeconfig,
+        '-n',
+        'default',
+        'get',
+        'pod',
+        'missing-image',
+        '-w',
+        '-o',
+        'jsonpath={.status.containerStatuses[0].state.waiting.reason}{"\\n"}',
+      ]);
       const reasons = new Set<string>();
-      await eventually(
-        'ErrImagePull and ImagePullBackOff',
-        async () => {
-          const p = await waitForPod(cluster, 'default', 'missing-image', 'waiting', () => true);
-          const r = p.status?.containerStatuses?.[0]?.state?.waiting?.reason;
-          if (r !== undefined) reasons.add(r);
-          return reasons.has('ErrImagePull') && reasons.has('ImagePullBackOff') ? true : undefined;
-        },
-        60_000,
-        100,
-      );
+      watcher.stdout.on('data', (chunk: Buffer) => {
+        for (const line of chunk.toString().split('\n'))
+          if (line.trim() !== '') reasons.add(line.trim());
+      });
+      try {
+        await applyJson(
+          cluster,
+          busyboxPod(cluster, 'missing-image', node, { image, imagePullPolicy: 'Always' }),
+        );
+        await eventually(
+          'ErrImagePull and ImagePullBackOff',
+          () =>
+            Promise.resolve(
+              reasons.has('ErrImagePull') && reasons.has('ImagePullBackOff') ? true : undefined,
+            ),
+          60_000,
+          100,
+        );
+      } finally {
+        watcher.kill();
+      }
       const events = await podEvents(cluster, 'default', 'missing-image');
       assert.ok(
         events.some((e) => e.reason === 'Failed' && e.message.includes('Failed to pull image')),
         'Failed event',
+      );
+      assert.ok(
+        events.some((e) => e.reason === 'Failed' && e.message === 'Error: ErrImagePull'),
+        'ErrImagePull event',
+      );
+      assert.ok(
+        events.some((e) => e.reason === 'BackOff'),
+        'BackOff event',
       );
       assert.ok(
         events.some((e) => e.reason === 'Pulling'),
