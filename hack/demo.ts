@@ -4,9 +4,11 @@
  *
  *   node hack/demo.ts up | down | status
  */
-import { copyFile, mkdir, rm, stat } from 'node:fs/promises';
+import { copyFile, mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { startBerth } from '../test/harness/berth-node.ts';
 import { REPO_ROOT } from '../test/harness/binaries.ts';
+import { eventually } from '../test/harness/kube-helpers.ts';
 import { readClusterState, startCluster, STATE_FILE } from '../test/harness/cluster.ts';
 import { isAlive } from '../test/harness/process.ts';
 import { findLeaks, teardownCluster, type ClusterState } from '../test/harness/teardown.ts';
@@ -60,8 +62,37 @@ async function up(): Promise<void> {
     apiserverPort: APISERVER_PORT,
     log: say,
   });
-  await copyFile(cluster.adminKubeconfig, KUBECONFIG);
+  say('starting berth as the node');
+  const berth = await startBerth(cluster, { nodeName: 'berth-demo', detached: true });
+  // Recorded last, so teardown (reverse order) stops berth first.
+  const recorded = await readClusterState(ROOT);
+  const processes = [
+    ...recorded.processes,
+    { name: berth.process.name, pid: berth.process.pid, logFile: berth.logFile },
+  ];
+  await writeFile(join(ROOT, STATE_FILE), JSON.stringify({ ...recorded, processes }, null, 2));
   const kubectl = cluster.bin.kubectl;
+  try {
+    await eventually(
+      'the berth node to be Ready',
+      async () => {
+        const out = await cluster.kubectl([
+          'get',
+          'node',
+          'berth-demo',
+          '-o',
+          'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+        ]);
+        return out.trim() === 'True' ? true : undefined;
+      },
+      60_000,
+    );
+  } catch (err) {
+    say(`berth did not become Ready; its log is ${berth.logFile}`);
+    throw err;
+  }
+  await copyFile(cluster.adminKubeconfig, KUBECONFIG);
+  const k = `${kubectl} --kubeconfig ${KUBECONFIG}`;
   say('');
   say(
     `cluster ${cluster.id} is up: etcd, kube-apiserver (${cluster.controlPlane.server}), kube-controller-manager,`,
@@ -69,14 +100,19 @@ async function up(): Promise<void> {
   say(
     `kube-scheduler, ${cluster.runtime.kind} (socket ${cluster.runtime.socket}) and a registry at ${cluster.registry.host}.`,
   );
+  say(`The node is berth: berth-demo (log: ${berth.logFile}).`);
   say(
-    'The berth node agent does not exist yet (issue #3), so the cluster has no node: pods stay Pending.',
+    'Images offered (preloaded in the runtime / in the registry, which needs the credentials below):',
   );
-  say('Images offered (preloaded in the runtime / in the registry):');
   say(`  ${cluster.images.busyboxLocal}   ${cluster.images.busybox}`);
   say(`  ${cluster.images.pauseLocal}   ${cluster.images.pause}`);
   say(`Registry credentials: ${join(ROOT, 'registry', 'credentials.json')}`);
-  say(`Try: ${kubectl} --kubeconfig ${KUBECONFIG} get --raw /readyz`);
+  say('Try:');
+  say(`  ${k} get nodes -o wide`);
+  say(
+    `  ${k} run hello --image=${cluster.images.busyboxLocal} --image-pull-policy=IfNotPresent --overrides='{"spec":{"automountServiceAccountToken":false}}' -- sleep 3600`,
+  );
+  say(`  ${k} get pods -o wide`);
   say('Stop it with: make demo-stop');
 }
 

@@ -116,7 +116,7 @@ function suite(kind: RuntimeKind): void {
         cluster,
         busyboxPod(cluster, 'crasher', node, { command: ['sh', '-c', 'exit 2'] }),
       );
-      const pod = await waitForPod(
+      await waitForPod(
         cluster,
         'default',
         'crasher',
@@ -139,7 +139,6 @@ function suite(kind: RuntimeKind): void {
       assert.equal(looping.status?.containerStatuses?.[0]?.lastState?.terminated?.exitCode, 2);
       const table = await cluster.kubectl(['-n', 'default', 'get', 'pod', 'crasher']);
       assert.match(table, /CrashLoopBackOff/);
-      void pod;
       // Back-off grows: the BackOff events' messages name 10s then 20s (upstream's schedule).
       const messages = await eventually(
         'back-off of 20s',
@@ -168,8 +167,10 @@ function suite(kind: RuntimeKind): void {
         '-n',
         'default',
         'get',
-        'pod',
-        'missing-image',
+        'pods',
+        // A field selector, not a name: watching a named pod fails before it exists.
+        '--field-selector',
+        'metadata.name=missing-image',
         '-w',
         '-o',
         'jsonpath={.status.containerStatuses[0].state.waiting.reason}{"\\n"}',

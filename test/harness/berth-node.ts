@@ -15,6 +15,8 @@ export interface BerthNodeOptions {
   /** Extra KubeletConfiguration fields (YAML lines, already indented at top level). */
   readonly extraConfig?: readonly string[];
   readonly extraArgs?: readonly string[];
+  /** Keep running after this Node process exits (the demo). */
+  readonly detached?: boolean;
 }
 
 export interface BerthNode {
