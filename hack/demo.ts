@@ -120,6 +120,8 @@ const command = process.argv[2] ?? 'up';
 switch (command) {
   case 'up':
     await up();
+    // The cluster runs detached; do not wait for stray handles of the set-up to close.
+    process.exit(0);
     break;
   case 'down':
     await down();

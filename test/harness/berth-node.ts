@@ -96,6 +96,7 @@ export async function startBerth(
       command: NODE_BINARY,
       args,
       logFile,
+      detached: options.detached === true,
     });
     const node: BerthNode = {
       nodeName,
