@@ -156,7 +156,12 @@ export class ImageManager {
       recorder.event(target, 'Warning', 'Failed', message);
       recorder.event(target, 'Warning', 'Failed', 'Error: ErrImagePull');
       this.#o.logger.info('Failed to pull image', { image, error: detail });
-      return { ok: false, reason: 'ErrImagePull', message, retryAfterMs: Math.min(5000, backoff.remaining(key)) };
+      return {
+        ok: false,
+        reason: 'ErrImagePull',
+        message,
+        retryAfterMs: Math.min(5000, backoff.remaining(key)),
+      };
     } finally {
       this.#pulls.release();
     }
@@ -178,7 +183,9 @@ export class ImageManager {
             image: { image },
             // No serverAddress: the image names the registry already, and containerd
             // rejects a bare host:port there ("first path segment in URL cannot contain colon").
-            ...(auth !== undefined && { auth: { username: auth.username, password: auth.password } }),
+            ...(auth !== undefined && {
+              auth: { username: auth.username, password: auth.password },
+            }),
             ...(sandboxConfig !== undefined && { sandboxConfig }),
           },
           { signal },

@@ -143,6 +143,12 @@ export const NODES: ResourcePath = { group: '', version: 'v1', resource: 'nodes'
 export const EVENTS: ResourcePath = { group: '', version: 'v1', resource: 'events' };
 export const SECRETS: ResourcePath = { group: '', version: 'v1', resource: 'secrets' };
 export const CONFIGMAPS: ResourcePath = { group: '', version: 'v1', resource: 'configmaps' };
+export const NAMESPACES: ResourcePath = { group: '', version: 'v1', resource: 'namespaces' };
+export const SERVICEACCOUNTS: ResourcePath = {
+  group: '',
+  version: 'v1',
+  resource: 'serviceaccounts',
+};
 export const LEASES: ResourcePath = {
   group: 'coordination.k8s.io',
   version: 'v1',

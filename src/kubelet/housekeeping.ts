@@ -10,6 +10,7 @@ import type { RelistPleg } from '../pleg/generic.ts';
 import type { ApiPodSource } from '../podsource/api-source.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import type { Clock } from '../util/clock.ts';
+import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 
 export interface HousekeepingOptions {
@@ -37,7 +38,7 @@ export class Housekeeping {
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       await this.#o.clock.sleep(this.#o.periodMs ?? 2000, signal).catch(() => undefined);
-      if (signal.aborted) return;
+      if (isAborted(signal)) return;
       try {
         await this.cleanupOrphans(signal);
         if (this.#o.clock.now() - this.#lastGc >= (this.#o.gcPeriodMs ?? 60_000)) {
@@ -45,7 +46,7 @@ export class Housekeeping {
           await this.garbageCollect(signal);
         }
       } catch (err) {
-        if (!signal.aborted) this.#o.logger.warn('Housekeeping failed', { error: String(err) });
+        if (!isAborted(signal)) this.#o.logger.warn('Housekeeping failed', { error: String(err) });
       }
     }
   }

@@ -21,6 +21,7 @@ import { PodWorkers } from '../podworkers/pod-workers.ts';
 import { StatusManager } from '../status/manager.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
+import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 import { podDnsConfig, readResolvConf } from './dns.ts';
 import { Housekeeping } from './housekeeping.ts';
@@ -246,7 +247,7 @@ export class Kubelet {
       this.#loop('resync', async (s) => {
         while (!s.aborted) {
           await this.#d.clock.sleep(this.#o.syncFrequencyMs, s).catch(() => undefined);
-          if (!s.aborted) this.podWorkers.resyncAll();
+          if (!isAborted(s)) this.podWorkers.resyncAll();
         }
       });
       this.#state = 'RUNNING';

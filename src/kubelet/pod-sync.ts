@@ -158,7 +158,12 @@ export class PodSync implements PodSyncer {
     });
     for (const [name, w] of Object.entries(plan.waiting)) {
       waiting.set(name, w);
-      recorder.event(podRef(pod, name), 'Warning', 'BackOff', `Back-off restarting failed container ${name} in pod ${podDescription(pod)}`);
+      recorder.event(
+        podRef(pod, name),
+        'Warning',
+        'BackOff',
+        `Back-off restarting failed container ${name} in pod ${podDescription(pod)}`,
+      );
     }
     let requeue: number | undefined;
     const grace = pod.spec?.terminationGracePeriodSeconds ?? 30;
@@ -178,7 +183,7 @@ export class PodSync implements PodSyncer {
     let sandboxId = plan.sandboxId;
     let sandbox: cri.PodSandboxConfig | undefined;
     if (plan.createSandbox) {
-      sandbox = await this.#sandboxConfig(pod, plan.attempt, signal);
+      sandbox = this.#sandboxConfig(pod, plan.attempt);
       try {
         sandboxId = (
           await client.runtime.runPodSandbox(
@@ -203,7 +208,7 @@ export class PodSync implements PodSyncer {
       this.#report(pod, runtime);
       return {};
     }
-    sandbox ??= await this.#sandboxConfig(pod, plan.attempt, signal);
+    sandbox ??= this.#sandboxConfig(pod, plan.attempt);
     if (plan.initContainersToStart.length + plan.containersToStart.length > 0) {
       const secrets = await this.#pullSecrets(pod, signal);
       const start = async (name: string): Promise<void> => {
@@ -237,12 +242,7 @@ export class PodSync implements PodSyncer {
     return { terminal, ...(requeue !== undefined && !terminal && { requeueAfterMs: requeue }) };
   }
 
-  async #sandboxConfig(
-    pod: Pod,
-    attempt: number,
-    signal: AbortSignal,
-  ): Promise<cri.PodSandboxConfig> {
-    void signal;
+  #sandboxConfig(pod: Pod, attempt: number): cri.PodSandboxConfig {
     return sandboxConfig(pod, attempt, this.#o.runtimeConfig);
   }
 

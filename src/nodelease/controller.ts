@@ -7,6 +7,7 @@ import type { Lease } from 'kubernetes-types/coordination/v1.js';
 import { inNamespace, isNotFound, LEASES, type KubeClient } from '../kube/types.ts';
 import { retryDelay } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
+import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 
 export const LEASE_NAMESPACE = 'kube-node-lease';
@@ -96,7 +97,7 @@ export class LeaseController {
         await this.renew(signal);
         failures = 0;
       } catch (err) {
-        if (signal.aborted) return;
+        if (isAborted(signal)) return;
         failures++;
         wait = Math.min(this.renewIntervalMs, retryDelay(failures, 200, 7000));
         this.#o.logger.warn('Failed to renew lease, will retry', {

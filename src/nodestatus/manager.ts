@@ -10,7 +10,7 @@ import type { EventRecorder } from '../events/types.ts';
 import { isAlreadyExists, isNotFound, NODES, type KubeClient } from '../kube/types.ts';
 import { retryDelay } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
-import { isAbortError } from '../util/errors.ts';
+import { isAbortError, isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 import { buildNodeStatus, initialNode, statusFingerprint } from './build.ts';
 import type { HostInfoProvider } from './host-info.ts';
@@ -208,7 +208,7 @@ export class NodeStatusManager {
         await this.syncOnce(signal);
         failures = 0;
       } catch (err) {
-        if (signal.aborted) return;
+        if (isAborted(signal)) return;
         failures++;
         wait = Math.min(wait, retryDelay(failures, 200, this.#o.updateFrequencyMs));
         this.#o.logger.warn('Error updating node status, will retry', {

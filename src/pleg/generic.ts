@@ -5,6 +5,7 @@
 import { cri, CriUnimplementedError, type RuntimeService } from '../cri/index.ts';
 import { retryDelay } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
+import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 import {
   POD_UID_LABEL,
@@ -75,6 +76,12 @@ export class RelistPleg implements Pleg {
     return `PLEG is not healthy: pleg was last seen active ${Math.round(age / 1000)}s ago; threshold is ${UNHEALTHY_AFTER_MS / 1000}s`;
   }
 
+  #takeAgain(): boolean {
+    const again = this.#again;
+    this.#again = false;
+    return again;
+  }
+
   relist(signal?: AbortSignal): Promise<void> {
     if (this.#relisting !== undefined) {
       this.#again = true;
@@ -82,10 +89,10 @@ export class RelistPleg implements Pleg {
     }
     const run = async (): Promise<void> => {
       try {
-        do {
-          this.#again = false;
+        // A request that arrives while relisting sets #again (read afresh each round).
+        for (let again = true; again; again = this.#takeAgain()) {
           await this.#relistOnce(signal);
-        } while (this.#again);
+        }
       } finally {
         this.#relisting = undefined;
       }
@@ -155,7 +162,7 @@ export class RelistPleg implements Pleg {
         await this.relist(signal);
         failures = 0;
       } catch (err) {
-        if (signal.aborted) return;
+        if (isAborted(signal)) return;
         failures++;
         this.#o.logger.warn('PLEG relist failed', { error: String(err), failures });
       }
@@ -182,7 +189,7 @@ export class RelistPleg implements Pleg {
           this.#onRuntimeEvent(e, signal);
         }
       } catch (err) {
-        if (signal.aborted) return;
+        if (isAborted(signal)) return;
         if (err instanceof CriUnimplementedError) {
           this.#o.logger.info(
             'The runtime has no container events (GetContainerEvents); PLEG relists only',

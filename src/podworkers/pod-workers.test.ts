@@ -23,11 +23,11 @@ class RecordingSyncer implements PodSyncer {
     if (this.gate !== undefined) {
       await Promise.race([
         this.gate,
-        new Promise((_r, reject) =>
+        new Promise((_r, reject) => {
           signal.addEventListener('abort', () => {
             reject(new Error('aborted'));
-          }),
-        ),
+          });
+        }),
       ]);
     }
     if (this.fail) throw new Error('boom');

@@ -15,3 +15,11 @@ export function isAbortError(err: unknown): boolean {
     (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR')
   );
 }
+
+/**
+ * Reads `signal.aborted` afresh. The compiler narrows a property it has already
+ * tested, but a signal can abort during any await in between.
+ */
+export function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
+}

@@ -206,7 +206,6 @@ function suite(kind: RuntimeKind): void {
         90_000,
       );
       for (const p of pods) assert.equal(p.spec?.nodeName, berth.nodeName);
-      const started = Date.now();
       await cluster.kubectl(['-n', 'default', 'delete', 'deployment', 'web', '--wait=true']);
       await eventually(
         'replica pods gone from the API',
@@ -235,8 +234,6 @@ function suite(kind: RuntimeKind): void {
       );
       assert.deepEqual([...containers, ...left], [], 'no container of the replicas is left');
       assert.deepEqual(sandboxes, [], 'no sandbox of the replicas is left');
-      // Informational: deletion took this long (grace period 3 s); not an assertion on speed.
-      void started;
     });
 
     test('berth killed with 10 pods running comes back with zero container restarts', async () => {

@@ -129,5 +129,5 @@ export function busyboxPod(
       containers,
       ...opts.extraSpec,
     },
-  } as Pod;
+  };
 }

@@ -1,0 +1,513 @@
+/**
+ * `HttpKubeClient`: the real `KubeClient`, a thin JSON client over undici.
+ *
+ * - One long-lived undici Agent per credential set, so requests reuse keep-alive
+ *   connections instead of paying a TLS handshake each. `setCredentials` (or `reload`
+ *   from the kubeconfig) swaps in a new Agent when the TLS material changes; the old
+ *   one finishes its in-flight requests (watches included, up to `drainTimeoutMs`) and
+ *   is then closed.
+ * - A client-side token bucket (kubeAPIQPS / kubeAPIBurst): every request, and the
+ *   start of every watch, takes one token; a running watch holds none.
+ * - Errors: an answer other than 2xx becomes `KubeApiError` from its metav1.Status;
+ *   a transport failure is status 0, reason Unknown, with the cause. Aborting through
+ *   the caller's signal rejects with the signal's reason (a watch just ends).
+ * - Watches ask for bookmarks and a server-side timeout, and disable undici's body
+ *   timeout: a quiet watch is normal, and the reflector's stall timer covers dead ones.
+ */
+import { Agent, type Dispatcher } from 'undici';
+import type { Clock } from '../util/clock.ts';
+import { systemClock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+import { BerthError } from '../util/errors.ts';
+import { loadKubeconfig, type KubeCredentials } from './kubeconfig.ts';
+import { lines } from './ndjson.ts';
+import { queryString, resourceUrlPath } from './paths.ts';
+import { TokenBucket } from './rate-limiter.ts';
+import { errorFromStatus, isStatus, statusFromWatchError } from './status.ts';
+import {
+  KubeApiError,
+  type DeleteOptions,
+  type KubeClient,
+  type ListOptions,
+  type ListResult,
+  type PatchOptions,
+  type PatchType,
+  type RequestOptions,
+  type ResourcePath,
+  type WatchEvent,
+  type WatchOptions,
+  type WriteOptions,
+} from './types.ts';
+
+/** berth's own version, reported in the User-Agent. */
+export const BERTH_VERSION = '0.1.0';
+/** The Kubernetes version berth's API use follows. */
+export const KUBERNETES_VERSION = 'v1.37.2';
+
+const GO_ARCH: Readonly<Record<string, string>> = { x64: 'amd64', ia32: '386', ppc64: 'ppc64le' };
+
+/** `berth/0.1.0 (linux/amd64) kubernetes/v1.37.2`, shaped like client-go's default. */
+export function defaultUserAgent(
+  platform: string = process.platform,
+  arch: string = process.arch,
+): string {
+  return `berth/${BERTH_VERSION} (${platform}/${GO_ARCH[arch] ?? arch}) kubernetes/${KUBERNETES_VERSION}`;
+}
+
+export const PATCH_CONTENT_TYPES: Readonly<Record<PatchType, string>> = {
+  strategic: 'application/strategic-merge-patch+json',
+  merge: 'application/merge-patch+json',
+  json: 'application/json-patch+json',
+  apply: 'application/apply-patch+yaml',
+};
+
+export interface HttpKubeClientOptions {
+  readonly credentials: KubeCredentials;
+  /** Where `reload()` reads credentials again (the kubelet's --kubeconfig). */
+  readonly kubeconfig?: { readonly path: string; readonly context?: string };
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+  /** kubeAPIQPS (default 50). Zero or less disables the limiter. */
+  readonly qps?: number;
+  /** kubeAPIBurst (default 100). */
+  readonly burst?: number;
+  readonly userAgent?: string;
+  /** Headers and body timeout of ordinary requests (default 60 s, the apiserver's own). */
+  readonly requestTimeoutMs?: number;
+  /** How long a watch may wait for response headers (default 60 s). */
+  readonly watchHeadersTimeoutMs?: number;
+  /** How long a retired Agent may keep serving in-flight requests (default 10 min). */
+  readonly drainTimeoutMs?: number;
+  /** Negotiate HTTP/2 when the server offers it (default false: one connection per concurrent request). */
+  readonly allowH2?: boolean;
+}
+
+interface Connection {
+  readonly agent: Agent;
+  readonly origin: string;
+  /** Path prefix of the server URL ('' normally). */
+  readonly prefix: string;
+  readonly tlsKey: string;
+  authorization: string | undefined;
+}
+
+interface Sent {
+  readonly res: Dispatcher.ResponseData;
+  /** "GET /api/v1/…", the prefix of error messages. */
+  readonly context: string;
+}
+
+interface SendOptions {
+  readonly body?: string;
+  readonly contentType?: string;
+  readonly signal?: AbortSignal | undefined;
+  readonly watch?: boolean;
+}
+
+function tlsIdentity(c: KubeCredentials): string {
+  return JSON.stringify([
+    c.server,
+    c.ca ?? '',
+    c.cert ?? '',
+    c.key ?? '',
+    c.insecureSkipTlsVerify,
+    c.tlsServerName ?? '',
+  ]);
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return typeof code === 'string' ? `${err.message} (${code})` : err.message;
+  }
+  return String(err);
+}
+
+export class HttpKubeClient implements KubeClient {
+  readonly #options: HttpKubeClientOptions;
+  readonly #clock: Clock;
+  readonly #limiter: TokenBucket;
+  readonly #userAgent: string;
+  readonly #requestTimeoutMs: number;
+  #credentials: KubeCredentials;
+  #connection: Connection | undefined;
+  readonly #retiring = new Set<Promise<void>>();
+  #closed = false;
+
+  constructor(options: HttpKubeClientOptions) {
+    this.#options = options;
+    this.#credentials = options.credentials;
+    this.#clock = options.clock ?? systemClock;
+    this.#limiter = new TokenBucket({
+      qps: options.qps ?? 50,
+      burst: options.burst ?? 100,
+      clock: this.#clock,
+    });
+    this.#userAgent = options.userAgent ?? defaultUserAgent();
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? 60_000;
+  }
+
+  /** A client for the kubeconfig at `path`; `reload()` reads the same file again. */
+  static async fromKubeconfig(
+    path: string,
+    options: Omit<HttpKubeClientOptions, 'credentials' | 'kubeconfig'> & {
+      readonly context?: string;
+    } = {},
+  ): Promise<HttpKubeClient> {
+    const { context, ...rest } = options;
+    const kubeconfig = context === undefined ? { path } : { path, context };
+    const credentials = await loadKubeconfig(path, context === undefined ? {} : { context });
+    return new HttpKubeClient({ ...rest, credentials, kubeconfig });
+  }
+
+  /** The server URL in use. */
+  get server(): string {
+    return this.#credentials.server;
+  }
+
+  /**
+   * Switches to new credentials. A new token applies to the next request; new TLS
+   * material (a rotated client certificate) gets a new Agent, and the old one is
+   * closed once its in-flight requests finish. Returns true when the Agent changed.
+   */
+  setCredentials(credentials: KubeCredentials): boolean {
+    if (this.#closed) {
+      throw new BerthError('BERTH_KUBE_CLOSED', 'Cannot set credentials as the client is closed');
+    }
+    const previous = this.#connection;
+    this.#credentials = credentials;
+    if (previous === undefined) return false;
+    if (previous.tlsKey === tlsIdentity(credentials)) {
+      previous.authorization = authorization(credentials);
+      return false;
+    }
+    this.#connection = undefined;
+    this.#retire(previous.agent);
+    this.#options.logger?.info('Kubernetes API credentials rotated, new connections', {
+      server: credentials.server,
+    });
+    return true;
+  }
+
+  /** Reads the kubeconfig again and applies it (see `setCredentials`). */
+  async reload(): Promise<boolean> {
+    const source = this.#options.kubeconfig;
+    if (source === undefined) {
+      throw new BerthError(
+        'BERTH_KUBE_NO_KUBECONFIG',
+        'Cannot reload credentials as the client was not created from a kubeconfig',
+      );
+    }
+    const credentials = await loadKubeconfig(
+      source.path,
+      source.context === undefined ? {} : { context: source.context },
+    );
+    return this.setCredentials(credentials);
+  }
+
+  #retire(agent: Agent): void {
+    const done = new AbortController();
+    const drainMs = this.#options.drainTimeoutMs ?? 600_000;
+    const retire = (async () => {
+      const timer = this.#clock.sleep(drainMs, done.signal).then(
+        () => 'timeout' as const,
+        () => 'closed' as const,
+      );
+      const closed = agent.close().then(
+        () => 'closed' as const,
+        () => 'closed' as const,
+      );
+      const first = await Promise.race([closed, timer]);
+      done.abort();
+      if (first === 'timeout') await agent.destroy().catch(() => undefined);
+    })();
+    this.#retiring.add(retire);
+    void retire.finally(() => this.#retiring.delete(retire));
+  }
+
+  #connect(): Connection {
+    if (this.#connection !== undefined) return this.#connection;
+    const c = this.#credentials;
+    const url = new URL(c.server);
+    const agent = new Agent({
+      keepAliveTimeout: 30_000,
+      allowH2: this.#options.allowH2 ?? false,
+      connect: {
+        ...(c.ca === undefined ? {} : { ca: c.ca }),
+        ...(c.cert === undefined ? {} : { cert: c.cert }),
+        ...(c.key === undefined ? {} : { key: c.key }),
+        ...(c.tlsServerName === undefined ? {} : { servername: c.tlsServerName }),
+        rejectUnauthorized: !c.insecureSkipTlsVerify,
+      },
+    });
+    this.#connection = {
+      agent,
+      origin: url.origin,
+      prefix: url.pathname.replace(/\/+$/, ''),
+      tlsKey: tlsIdentity(c),
+      authorization: authorization(c),
+    };
+    return this.#connection;
+  }
+
+  async #send(method: Dispatcher.HttpMethod, path: string, o: SendOptions): Promise<Sent> {
+    if (this.#closed) {
+      throw new BerthError('BERTH_KUBE_CLOSED', `Cannot ${method} ${path} as the client is closed`);
+    }
+    await this.#limiter.take(o.signal);
+    const conn = this.#connect();
+    const context = `${method} ${path}`;
+    const headers: Record<string, string> = {
+      accept: 'application/json',
+      'user-agent': this.#userAgent,
+    };
+    if (conn.authorization !== undefined) headers['authorization'] = conn.authorization;
+    if (o.contentType !== undefined) headers['content-type'] = o.contentType;
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await conn.agent.request({
+        origin: conn.origin,
+        path: conn.prefix + path,
+        method,
+        headers,
+        body: o.body ?? null,
+        signal: o.signal ?? null,
+        headersTimeout:
+          o.watch === true
+            ? (this.#options.watchHeadersTimeoutMs ?? 60_000)
+            : this.#requestTimeoutMs,
+        bodyTimeout: o.watch === true ? 0 : this.#requestTimeoutMs,
+      });
+    } catch (err) {
+      if (o.signal?.aborted === true) throw o.signal.reason;
+      throw new KubeApiError(0, 'Unknown', `${context}: ${errorText(err)}`, { cause: err });
+    }
+    if (res.statusCode < 200 || res.statusCode > 299) {
+      let text = '';
+      try {
+        text = await res.body.text();
+      } catch {
+        if (o.signal?.aborted === true) throw o.signal.reason;
+      }
+      let status: unknown;
+      try {
+        status = JSON.parse(text);
+      } catch {
+        status = undefined;
+      }
+      if (isStatus(status)) throw errorFromStatus(status, res.statusCode, context);
+      const snippet = text.trim().slice(0, 200);
+      throw errorFromStatus(
+        snippet === ''
+          ? undefined
+          : { message: `the server answered ${res.statusCode}: ${snippet}` },
+        res.statusCode,
+        context,
+      );
+    }
+    return { res, context };
+  }
+
+  async #json<T>(method: Dispatcher.HttpMethod, path: string, o: SendOptions): Promise<T> {
+    const { res, context } = await this.#send(method, path, {
+      ...o,
+      ...(o.body !== undefined && o.contentType === undefined
+        ? { contentType: 'application/json' }
+        : {}),
+    });
+    try {
+      return (await res.body.json()) as T;
+    } catch (err) {
+      if (o.signal?.aborted === true) throw o.signal.reason;
+      throw new KubeApiError(
+        0,
+        'Unknown',
+        `${context}: cannot read the answer (${errorText(err)})`,
+        {
+          cause: err,
+        },
+      );
+    }
+  }
+
+  get<T>(path: ResourcePath, name: string, options: RequestOptions = {}): Promise<T> {
+    return this.#json<T>('GET', resourceUrlPath(path, name), { signal: options.signal });
+  }
+
+  list<T>(path: ResourcePath, options: ListOptions = {}): Promise<ListResult<T>> {
+    const query = queryString({
+      labelSelector: options.labelSelector,
+      fieldSelector: options.fieldSelector,
+      resourceVersion: options.resourceVersion,
+      limit: options.limit,
+      continue: options.continue,
+    });
+    return this.#json<ListResult<T>>('GET', resourceUrlPath(path) + query, {
+      signal: options.signal,
+    });
+  }
+
+  create<T>(path: ResourcePath, body: T, options: WriteOptions = {}): Promise<T> {
+    // A subresource create (pods/<name>/eviction, …/binding) names the parent object.
+    const name =
+      options.subresource === undefined
+        ? undefined
+        : (body as { metadata?: { name?: string } }).metadata?.name;
+    const url =
+      resourceUrlPath(path, name, options.subresource) +
+      queryString({ fieldManager: options.fieldManager });
+    return this.#json<T>('POST', url, { body: JSON.stringify(body), signal: options.signal });
+  }
+
+  update<T>(path: ResourcePath, name: string, body: T, options: WriteOptions = {}): Promise<T> {
+    const url =
+      resourceUrlPath(path, name, options.subresource) +
+      queryString({ fieldManager: options.fieldManager });
+    return this.#json<T>('PUT', url, { body: JSON.stringify(body), signal: options.signal });
+  }
+
+  async patch<T>(
+    path: ResourcePath,
+    name: string,
+    patch: unknown,
+    type: PatchType,
+    options: PatchOptions = {},
+  ): Promise<T> {
+    if (type === 'apply' && (options.fieldManager === undefined || options.fieldManager === '')) {
+      throw new BerthError(
+        'BERTH_KUBE_FIELD_MANAGER_REQUIRED',
+        `Cannot apply ${path.resource}/${name} as server-side apply needs a fieldManager`,
+      );
+    }
+    const url =
+      resourceUrlPath(path, name, options.subresource) +
+      queryString({
+        fieldManager: options.fieldManager,
+        force: type === 'apply' && options.force === true ? true : undefined,
+      });
+    return this.#json<T>('PATCH', url, {
+      // JSON is YAML, so an apply patch object is sent as JSON too.
+      body: typeof patch === 'string' ? patch : JSON.stringify(patch),
+      contentType: PATCH_CONTENT_TYPES[type],
+      signal: options.signal,
+    });
+  }
+
+  async delete(path: ResourcePath, name: string, options: DeleteOptions = {}): Promise<void> {
+    const body = {
+      kind: 'DeleteOptions',
+      apiVersion: 'v1',
+      ...(options.gracePeriodSeconds === undefined
+        ? {}
+        : { gracePeriodSeconds: options.gracePeriodSeconds }),
+      ...(options.preconditions === undefined ? {} : { preconditions: options.preconditions }),
+    };
+    const { res } = await this.#send('DELETE', resourceUrlPath(path, name), {
+      body: JSON.stringify(body),
+      contentType: 'application/json',
+      signal: options.signal,
+    });
+    // The answer (the object or a Status) is not needed, but must be read to free the connection.
+    await res.body.dump().catch(() => undefined);
+  }
+
+  watch<T>(path: ResourcePath, options: WatchOptions = {}): AsyncIterable<WatchEvent<T>> {
+    return this.#watch<T>(path, options);
+  }
+
+  async *#watch<T>(path: ResourcePath, options: WatchOptions): AsyncGenerator<WatchEvent<T>> {
+    const { signal } = options;
+    const url =
+      resourceUrlPath(path) +
+      queryString({
+        watch: 1,
+        allowWatchBookmarks: options.allowWatchBookmarks === false ? undefined : true,
+        labelSelector: options.labelSelector,
+        fieldSelector: options.fieldSelector,
+        resourceVersion: options.resourceVersion,
+        timeoutSeconds: options.timeoutSeconds,
+      });
+    let sent: Sent;
+    try {
+      sent = await this.#send('GET', url, { signal, watch: true });
+    } catch (err) {
+      if (signal?.aborted === true) return;
+      throw err;
+    }
+    const { res, context } = sent;
+    try {
+      for await (const line of lines(res.body as AsyncIterable<Uint8Array>)) {
+        // Events already buffered when the caller aborts are dropped: abort means stop now.
+        if (isAborted(signal)) return;
+        const event = parseEvent<T>(line, context);
+        if (event.type === 'ERROR') throw statusFromWatchError(event.object, context);
+        yield event;
+      }
+    } catch (err) {
+      if (signal?.aborted === true) return;
+      if (err instanceof KubeApiError) throw err;
+      throw new KubeApiError(0, 'Unknown', `${context}: watch stream failed (${errorText(err)})`, {
+        cause: err,
+      });
+    } finally {
+      // Ends the request when the consumer stops early; a no-op after a normal end.
+      res.body.destroy();
+    }
+  }
+
+  /** Stops new requests, lets in-flight ones finish, closes every connection. Idempotent. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const current = this.#connection;
+    this.#connection = undefined;
+    if (current !== undefined) this.#retire(current.agent);
+    await Promise.all([...this.#retiring]);
+  }
+
+  /** Closes every connection now, failing in-flight requests. Idempotent. */
+  async destroy(): Promise<void> {
+    this.#closed = true;
+    const current = this.#connection;
+    this.#connection = undefined;
+    await current?.agent.destroy().catch(() => undefined);
+  }
+}
+
+// Re-read after awaits; a call keeps TS from narrowing `aborted` to its first value.
+const isAborted = (signal: AbortSignal | undefined): boolean => signal?.aborted === true;
+
+function authorization(c: KubeCredentials): string | undefined {
+  return c.token === undefined ? undefined : `Bearer ${c.token}`;
+}
+
+const EVENT_TYPES: ReadonlySet<string> = new Set([
+  'ADDED',
+  'MODIFIED',
+  'DELETED',
+  'BOOKMARK',
+  'ERROR',
+]);
+
+/** Decodes one watch line; a malformed one is a transport-level error. */
+export function parseEvent<T>(line: string, context = 'watch'): WatchEvent<T> {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (err) {
+    throw new KubeApiError(
+      0,
+      'Unknown',
+      `${context}: cannot decode watch event (${errorText(err)}): ${line.slice(0, 200)}`,
+      { cause: err },
+    );
+  }
+  const type = (value as { type?: unknown } | null)?.type;
+  if (typeof type !== 'string' || !EVENT_TYPES.has(type)) {
+    throw new KubeApiError(
+      0,
+      'Unknown',
+      `${context}: watch event has unknown type ${JSON.stringify(type)}: ${line.slice(0, 200)}`,
+    );
+  }
+  return value as WatchEvent<T>;
+}

@@ -1,0 +1,145 @@
+/**
+ * A node's identity in a test cluster, made the way an administrator would without TLS
+ * bootstrap: a client certificate the Node authorizer and NodeRestriction recognise
+ * (CN system:node:<name>, O system:nodes), a serving certificate for the node's HTTPS
+ * server (127.0.0.1 and the node name), both signed by the cluster CA with openssl, and
+ * a kubeconfig naming the files. Any node agent of the tests can use it: the upstream
+ * kubelet and berth alike.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Cluster } from './cluster.ts';
+import { run } from './exec.ts';
+import { kubeconfig, type CertPair } from './pki.ts';
+
+export interface NodeIdentity {
+  readonly nodeName: string;
+  /** Directory holding the keys, certificates and the kubeconfig. */
+  readonly dir: string;
+  /** Path of a kubeconfig that authenticates as system:node:<nodeName>. */
+  readonly kubeconfig: string;
+  /** Client certificate: CN system:node:<nodeName>, O system:nodes, clientAuth. */
+  readonly clientCert: CertPair;
+  /** Serving certificate: serverAuth, SANs IP:127.0.0.1 and DNS:<nodeName>. */
+  readonly servingCert: CertPair;
+  /** The cluster CA that signed both, and that clients of the node's server trust. */
+  readonly caFile: string;
+}
+
+export interface NodeIdentityOptions {
+  /** Where to write the files; defaults to <cluster root>/nodes/<nodeName>/pki. */
+  readonly dir?: string;
+  /** Validity in days (default 365). */
+  readonly days?: number;
+}
+
+/** Lowercase DNS label: usable as a node name, a certificate subject and a SAN alike. */
+const NODE_NAME = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** Throws unless `nodeName` is a DNS label (what the harness's node agents accept). */
+export function checkNodeName(nodeName: string): void {
+  if (!NODE_NAME.test(nodeName)) {
+    throw new Error(
+      `Cannot use ${JSON.stringify(nodeName)} as a node name: it must be a lowercase DNS label (a-z, 0-9, '-', at most 63 characters)`,
+    );
+  }
+}
+
+const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+
+interface LeafRequest {
+  readonly name: string;
+  readonly subject: string;
+  readonly usage: 'serverAuth' | 'clientAuth';
+  readonly sans?: readonly string[];
+}
+
+/** A key and a certificate signed by `ca` (same shape as the cluster PKI's leaves). */
+async function signLeaf(
+  dir: string,
+  ca: CertPair,
+  days: number,
+  leaf: LeafRequest,
+): Promise<CertPair> {
+  const key = join(dir, `${leaf.name}.key`);
+  const csr = join(dir, `${leaf.name}.csr`);
+  const cert = join(dir, `${leaf.name}.crt`);
+  const ext = join(dir, `${leaf.name}.ext`);
+  await run('openssl', [
+    'req',
+    '-new',
+    ...EC_KEY,
+    '-keyout',
+    key,
+    '-out',
+    csr,
+    '-subj',
+    leaf.subject,
+  ]);
+  const lines = [
+    'basicConstraints=critical,CA:FALSE',
+    'keyUsage=critical,digitalSignature,keyEncipherment',
+    `extendedKeyUsage=${leaf.usage}`,
+  ];
+  if (leaf.sans !== undefined) lines.push(`subjectAltName=${leaf.sans.join(',')}`);
+  await writeFile(ext, lines.join('\n') + '\n');
+  await run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    ca.cert,
+    '-CAkey',
+    ca.key,
+    // A random serial: certificates signed in parallel must not share a serial file.
+    '-set_serial',
+    `0x${randomBytes(16).toString('hex')}`,
+    '-days',
+    String(days),
+    '-sha256',
+    '-extfile',
+    ext,
+    '-out',
+    cert,
+  ]);
+  return { cert, key };
+}
+
+/**
+ * Creates the client and serving certificates of node `nodeName` and its kubeconfig
+ * (pointing at the cluster's apiserver). Calling it twice for one node replaces the
+ * files.
+ */
+export async function createNodeIdentity(
+  cluster: Pick<Cluster, 'root' | 'pki' | 'controlPlane'>,
+  nodeName: string,
+  options: NodeIdentityOptions = {},
+): Promise<NodeIdentity> {
+  checkNodeName(nodeName);
+  const dir = options.dir ?? join(cluster.root, 'nodes', nodeName, 'pki');
+  const days = options.days ?? 365;
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const ca = cluster.pki.ca;
+  const [clientCert, servingCert] = await Promise.all([
+    signLeaf(dir, ca, days, {
+      name: 'node-client',
+      subject: `/O=system:nodes/CN=system:node:${nodeName}`,
+      usage: 'clientAuth',
+    }),
+    signLeaf(dir, ca, days, {
+      name: 'node-serving',
+      subject: `/CN=${nodeName}`,
+      usage: 'serverAuth',
+      sans: ['IP:127.0.0.1', `DNS:${nodeName}`],
+    }),
+  ]);
+  const kubeconfigPath = join(dir, 'kubeconfig');
+  await writeFile(
+    kubeconfigPath,
+    kubeconfig(cluster.controlPlane.server, ca.cert, clientCert, `system:node:${nodeName}`),
+    { mode: 0o600 },
+  );
+  return { nodeName, dir, kubeconfig: kubeconfigPath, clientCert, servingCert, caFile: ca.cert };
+}
