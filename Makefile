@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen clean-cache-hint
+.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench
 
 all: test
 
@@ -47,3 +47,7 @@ demo-stop:
 gen:
 	@$(NODE) hack/cri-proto/subset.ts
 	@$(BIN)/buf generate
+
+## bench: pod start latency, berth vs the upstream kubelet vs the raw CRI floor (BENCHMARKS.md)
+bench: deps
+	@$(NODE) bench/pod-start.ts

@@ -1,9 +1,12 @@
 /**
  * The node agents the benchmark can measure. Each starts as its own, differently named
  * node of the shared cluster and is stopped before the next one starts. Adding one is
- * one entry in AGENTS (berth's goes next to upstream's once it can run as a node).
+ * one entry in AGENTS.
  */
 import type { Cluster } from '../test/harness/cluster.ts';
+import { GrpcCriClient } from '../src/cri/index.ts';
+import { startBerth } from '../test/harness/berth-node.ts';
+import { eventually } from '../test/harness/kube-helpers.ts';
 import { startUpstreamKubelet } from '../test/harness/upstream-kubelet.ts';
 
 export interface AgentStartOptions {
@@ -38,7 +41,48 @@ export const upstreamAgent: Agent = {
   },
 };
 
+/** berth, started as a node process exactly as the e2e tests run it. */
+export const berthAgent: Agent = {
+  async start(cluster, options) {
+    const nodeName = 'bench-berth';
+    const berth = await startBerth(cluster, {
+      nodeName,
+      extraConfig: [`maxPods: ${String(Math.max(110, options.maxPods + 10))}`],
+    });
+    await eventually(
+      'the berth node to be Ready',
+      async () => {
+        const out = await cluster
+          .kubectl(['get', 'node', nodeName, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'])
+          .catch(() => '');
+        return out.trim() === 'True' ? true : undefined;
+      },
+      60_000,
+    );
+    options.log(`berth is Ready as ${nodeName}`);
+    return {
+      nodeName,
+      pid: berth.process.pid,
+      async stop() {
+        await berth.stop();
+        // Leave the runtime empty for the next agent: berth keeps pods running on stop.
+        const cri = new GrpcCriClient(cluster.runtime.socket);
+        try {
+          for (const s of (await cri.runtime.listPodSandbox({})).items) {
+            await cri.runtime.stopPodSandbox({ podSandboxId: s.id });
+            await cri.runtime.removePodSandbox({ podSandboxId: s.id });
+          }
+        } finally {
+          cri.close();
+        }
+        await cluster.kubectl(['delete', 'node', nodeName, '--wait=false']).catch(() => '');
+      },
+    };
+  },
+};
+
 /** Agents by the name `--agents` takes. */
 export const AGENTS: Readonly<Record<string, Agent>> = {
   upstream: upstreamAgent,
+  berth: berthAgent,
 };

@@ -3,7 +3,7 @@
  * cluster (containerd 2.x), one after another, each as its own node.
  *
  *   node_modules/.bin/node bench/pod-start.ts [--reps 30] [--batch 100] [--warmup 2]
- *                                             [--agents floor,upstream] [--out file.json]
+ *                                             [--agents floor,berth,upstream] [--out file.json]
  *
  * Latency of one pod = from just before the create call to the moment a watch shows
  * the pod Running with every container started. Per agent: `reps` pods one at a time
@@ -39,6 +39,7 @@ import {
 const NAMESPACE = 'berth-bench';
 const LABEL_RUN = 'bench.berth.dev/run';
 const LABEL_PHASE = 'bench.berth.dev/phase';
+const podsPath = `/api/v1/namespaces/${NAMESPACE}/pods`;
 const POD_TIMEOUT_MS = 180_000;
 const BATCH_TIMEOUT_MS = 900_000;
 
@@ -90,7 +91,7 @@ function parseOptions(argv: readonly string[]): BenchOptions {
       warmup: { type: 'string', default: '2' },
       settle: { type: 'string', default: '500' },
       pause: { type: 'string', default: '5000' },
-      agents: { type: 'string', default: 'floor,upstream' },
+      agents: { type: 'string', default: 'floor,berth,upstream' },
       out: { type: 'string' },
     },
     strict: true,
@@ -193,8 +194,6 @@ async function clearRuntime(cluster: Cluster): Promise<number> {
     client.close();
   }
 }
-
-const podsPath = `/api/v1/namespaces/${NAMESPACE}/pods`;
 
 async function singlePods(
   api: KubeApi,
