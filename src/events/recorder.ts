@@ -24,6 +24,7 @@ import { TokenBucket } from '../kube/rate-limiter.ts';
 import { EVENTS, inNamespace, isNotFound, KubeApiError, type KubeClient } from '../kube/types.ts';
 import type { EventRecorder, EventTarget, EventType } from './types.ts';
 
+/** Options of `ApiEventRecorder`; rates default to the kubelet's eventRecordQPS / eventBurst. */
 export interface ApiEventRecorderOptions {
   readonly client: KubeClient;
   /** The node's name: source.host and reportingInstance. */
@@ -87,6 +88,7 @@ function isTransient(err: unknown): boolean {
   );
 }
 
+/** An `EventRecorder` that writes core/v1 Events through a `KubeClient` (see the top of this file). */
 export class ApiEventRecorder implements EventRecorder {
   readonly #o: ApiEventRecorderOptions;
   readonly #limiter: TokenBucket;
@@ -156,7 +158,11 @@ export class ApiEventRecorder implements EventRecorder {
       this.#queue.push({ key, target, type, reason, message, at: this.#o.clock.now() });
       if (!this.#pumping) {
         this.#pumping = true;
-        this.#pump = this.#drain();
+        this.#pump = this.#drain().catch((err: unknown) => {
+          // Only a bug gets here; the next event starts a new sender.
+          this.#pumping = false;
+          this.#o.logger.error('Event sender stopped', { error: String(err) });
+        });
       }
     } catch (err) {
       // Recording an event must never fail the caller's operation.

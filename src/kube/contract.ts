@@ -25,6 +25,7 @@ import {
   type WatchEvent,
 } from './types.ts';
 
+/** What a contract factory returns: the client under test and how to clean up after it. */
 export interface ContractTarget {
   readonly client: KubeClient;
   /** Called after the suite (stop servers, …); the client is closed by the suite. */

@@ -47,6 +47,7 @@ type Obj = FakeObject;
 type Meta = FakeMeta;
 const clone = <T>(value: T): T => structuredClone(value);
 
+/** The KubeClient methods, as recorded in `FakeKubeClient.calls`. */
 export type FakeVerb = 'get' | 'list' | 'create' | 'update' | 'patch' | 'delete' | 'watch';
 
 /** One call the fake received, for assertions. */
@@ -72,6 +73,7 @@ export interface FakeFailure {
   readonly times?: number;
 }
 
+/** Options of the fake; every one has a default that suits most unit tests. */
 export interface FakeKubeClientOptions {
   /** Timestamps and watch timeoutSeconds (default: the system clock). */
   readonly clock?: Clock;
@@ -81,6 +83,7 @@ export interface FakeKubeClientOptions {
   readonly historyLimit?: number;
 }
 
+/** An in-memory `KubeClient` (see the top of this file for what it models). */
 export class FakeKubeClient implements KubeClient {
   /** Every call received, in order. */
   readonly calls: FakeCall[] = [];

@@ -59,6 +59,7 @@ const timestamp = (ms: number): string => new Date(ms).toISOString().replace(/\.
 const qualified = (p: ResourcePath): string =>
   p.group === '' ? p.resource : `${p.resource}.${p.group}`;
 
+/** A KubeApiError built from a Status shaped as the apiserver's, as the fake throws it. */
 export function apiError(
   code: number,
   reason: string,
@@ -71,6 +72,7 @@ export function apiError(
   return errorFromStatus(failureStatus(code, reason, message, details), code);
 }
 
+/** The fake's objects and write rules; `FakeKubeClient` adds calls, failures and paging on top. */
 export class FakeStore {
   readonly #clock: Clock;
   readonly #requireNamespaces: boolean;

@@ -29,10 +29,13 @@ export interface FakeMeta {
   finalizers?: string[];
   [key: string]: unknown;
 }
+/** An object as the fake stores it. */
 export type FakeObject = { metadata: FakeMeta; [key: string]: unknown };
 
+/** The kinds of change the store records (bookmarks and errors are watch-only). */
 export type ChangeType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
+/** One write, as kept in the history for watches. */
 export interface Change {
   readonly rv: number;
   /** "<group>/<resource>". */
@@ -43,6 +46,7 @@ export interface Change {
   readonly previous: FakeObject | undefined;
 }
 
+/** What one watch selects. */
 export interface WatchFilter {
   readonly collection: string;
   readonly namespace: string | undefined;
@@ -66,10 +70,12 @@ const clone = <T>(value: T): T => structuredClone(value);
 // The loop below re-reads `aborted` after awaits; a function keeps TS from narrowing it away.
 const isAborted = (signal: AbortSignal | undefined): boolean => signal?.aborted === true;
 
+/** The 410 Expired error of a compacted resourceVersion or continue token. */
 export function expiredError(message: string) {
   return errorFromStatus(failureStatus(410, 'Expired', message), 410);
 }
 
+/** History and open watches of the fake client. */
 export class WatchHub {
   readonly #clock: Clock;
   readonly #historyLimit: number;

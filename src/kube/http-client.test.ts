@@ -11,7 +11,8 @@ import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { FakeClock } from '../util/clock.ts';
 import { isAbortError } from '../util/errors.ts';
-import { defaultUserAgent, HttpKubeClient, parseEvent } from './http-client.ts';
+import { defaultUserAgent, HttpKubeClient } from './http-client.ts';
+import { parseEvent } from './watch-stream.ts';
 import { queryString, resourceUrlPath } from './paths.ts';
 import { errorFromStatus, statusFromWatchError } from './status.ts';
 import {
@@ -435,6 +436,22 @@ describe('HttpKubeClient over HTTP', () => {
       // Aborted before it starts: no request at all, and no error.
       assert.deepEqual(await collect(client.watch(cms, { signal: AbortSignal.abort() })), []);
       assert.equal(seen.length, 1);
+    });
+
+    test('close() ends running watches quietly and resolves', async () => {
+      handler = (_req, res) => {
+        res.writeHead(200);
+        res.write(lines({ type: 'ADDED', object: cm('a', '1') }));
+      };
+      const closing = make();
+      const got: string[] = [];
+      let closed: Promise<void> | undefined;
+      for await (const e of closing.watch(cms)) {
+        got.push(e.type);
+        closed = closing.close();
+      }
+      assert.deepEqual(got, ['ADDED']);
+      await closed;
     });
 
     test('a quiet watch outlives the request timeout that cuts off a stalled GET', async () => {

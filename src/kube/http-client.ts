@@ -20,7 +20,7 @@ import { systemClock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { BerthError } from '../util/errors.ts';
 import { loadKubeconfig, type KubeCredentials } from './kubeconfig.ts';
-import { lines } from './ndjson.ts';
+import { lines, parseEvent } from './watch-stream.ts';
 import { queryString, resourceUrlPath } from './paths.ts';
 import { TokenBucket } from './rate-limiter.ts';
 import { errorFromStatus, isStatus, statusFromWatchError } from './status.ts';
@@ -54,6 +54,7 @@ export function defaultUserAgent(
   return `berth/${BERTH_VERSION} (${platform}/${GO_ARCH[arch] ?? arch}) kubernetes/${KUBERNETES_VERSION}`;
 }
 
+/** The Content-Type the apiserver expects for each patch type. */
 export const PATCH_CONTENT_TYPES: Readonly<Record<PatchType, string>> = {
   strategic: 'application/strategic-merge-patch+json',
   merge: 'application/merge-patch+json',
@@ -61,6 +62,7 @@ export const PATCH_CONTENT_TYPES: Readonly<Record<PatchType, string>> = {
   apply: 'application/apply-patch+yaml',
 };
 
+/** Options of `HttpKubeClient`; defaults follow the kubelet's. */
 export interface HttpKubeClientOptions {
   readonly credentials: KubeCredentials;
   /** Where `reload()` reads credentials again (the kubelet's --kubeconfig). */
@@ -123,6 +125,7 @@ function errorText(err: unknown): string {
   return String(err);
 }
 
+/** The real `KubeClient` over undici (see the top of this file). */
 export class HttpKubeClient implements KubeClient {
   readonly #options: HttpKubeClientOptions;
   readonly #clock: Clock;
@@ -132,6 +135,9 @@ export class HttpKubeClient implements KubeClient {
   #credentials: KubeCredentials;
   #connection: Connection | undefined;
   readonly #retiring = new Set<Promise<void>>();
+  readonly #retiringAgents = new Set<Agent>();
+  /** Bodies of running watches: close() ends them, as they would hold an Agent open for minutes. */
+  readonly #watches = new Set<Dispatcher.ResponseData['body']>();
   #closed = false;
 
   constructor(options: HttpKubeClientOptions) {
@@ -222,7 +228,11 @@ export class HttpKubeClient implements KubeClient {
       if (first === 'timeout') await agent.destroy().catch(() => undefined);
     })();
     this.#retiring.add(retire);
-    void retire.finally(() => this.#retiring.delete(retire));
+    this.#retiringAgents.add(agent);
+    void retire.finally(() => {
+      this.#retiring.delete(retire);
+      this.#retiringAgents.delete(agent);
+    });
   }
 
   #connect(): Connection {
@@ -435,29 +445,36 @@ export class HttpKubeClient implements KubeClient {
       throw err;
     }
     const { res, context } = sent;
+    this.#watches.add(res.body);
     try {
       for await (const line of lines(res.body as AsyncIterable<Uint8Array>)) {
         // Events already buffered when the caller aborts are dropped: abort means stop now.
-        if (isAborted(signal)) return;
+        if (isAborted(signal) || this.#closed) return;
         const event = parseEvent<T>(line, context);
         if (event.type === 'ERROR') throw statusFromWatchError(event.object, context);
         yield event;
       }
     } catch (err) {
-      if (signal?.aborted === true) return;
+      // Ended by the caller's signal or by close(): both are a normal end.
+      if (isAborted(signal) || this.#closed) return;
       if (err instanceof KubeApiError) throw err;
       throw new KubeApiError(0, 'Unknown', `${context}: watch stream failed (${errorText(err)})`, {
         cause: err,
       });
     } finally {
+      this.#watches.delete(res.body);
       // Ends the request when the consumer stops early; a no-op after a normal end.
       res.body.destroy();
     }
   }
 
-  /** Stops new requests, lets in-flight ones finish, closes every connection. Idempotent. */
+  /**
+   * Stops new requests, ends running watches (their iterations end quietly), lets
+   * other in-flight requests finish, closes every connection. Idempotent.
+   */
   async close(): Promise<void> {
     this.#closed = true;
+    for (const body of this.#watches) body.destroy();
     const current = this.#connection;
     this.#connection = undefined;
     if (current !== undefined) this.#retire(current.agent);
@@ -467,9 +484,11 @@ export class HttpKubeClient implements KubeClient {
   /** Closes every connection now, failing in-flight requests. Idempotent. */
   async destroy(): Promise<void> {
     this.#closed = true;
-    const current = this.#connection;
+    for (const body of this.#watches) body.destroy();
+    const agents = [...this.#retiringAgents];
+    if (this.#connection !== undefined) agents.push(this.#connection.agent);
     this.#connection = undefined;
-    await current?.agent.destroy().catch(() => undefined);
+    await Promise.all(agents.map((a) => a.destroy().catch(() => undefined)));
   }
 }
 
@@ -478,36 +497,4 @@ const isAborted = (signal: AbortSignal | undefined): boolean => signal?.aborted 
 
 function authorization(c: KubeCredentials): string | undefined {
   return c.token === undefined ? undefined : `Bearer ${c.token}`;
-}
-
-const EVENT_TYPES: ReadonlySet<string> = new Set([
-  'ADDED',
-  'MODIFIED',
-  'DELETED',
-  'BOOKMARK',
-  'ERROR',
-]);
-
-/** Decodes one watch line; a malformed one is a transport-level error. */
-export function parseEvent<T>(line: string, context = 'watch'): WatchEvent<T> {
-  let value: unknown;
-  try {
-    value = JSON.parse(line);
-  } catch (err) {
-    throw new KubeApiError(
-      0,
-      'Unknown',
-      `${context}: cannot decode watch event (${errorText(err)}): ${line.slice(0, 200)}`,
-      { cause: err },
-    );
-  }
-  const type = (value as { type?: unknown } | null)?.type;
-  if (typeof type !== 'string' || !EVENT_TYPES.has(type)) {
-    throw new KubeApiError(
-      0,
-      'Unknown',
-      `${context}: watch event has unknown type ${JSON.stringify(type)}: ${line.slice(0, 200)}`,
-    );
-  }
-  return value as WatchEvent<T>;
 }

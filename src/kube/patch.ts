@@ -13,6 +13,7 @@ import { BerthError } from '../util/errors.ts';
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
 
+/** A patch that cannot be applied (the fake answers 422 Invalid). */
 export class PatchError extends BerthError {
   constructor(message: string) {
     super('BERTH_KUBE_BAD_PATCH', message);

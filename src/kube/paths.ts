@@ -38,6 +38,7 @@ export function resourceUrlPath(path: ResourcePath, name?: string, subresource?:
   return `/${parts.map((p) => encodeURIComponent(p)).join('/')}`;
 }
 
+/** A query parameter value; undefined leaves the parameter out. */
 export type QueryValue = string | number | boolean | undefined;
 
 /** `?a=1&b=x` from the defined entries, in the given order; '' when none. */

@@ -5,6 +5,7 @@
  */
 import type { Clock } from '../util/clock.ts';
 
+/** Rate and size of a token bucket, and the clock it refills on. */
 export interface TokenBucketOptions {
   /** Tokens per second. Zero, a negative value or Infinity disables limiting. */
   readonly qps: number;
@@ -13,6 +14,7 @@ export interface TokenBucketOptions {
   readonly clock: Clock;
 }
 
+/** A token bucket rate limiter (see the top of this file). */
 export class TokenBucket {
   readonly #qps: number;
   readonly #burst: number;

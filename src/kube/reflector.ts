@@ -22,14 +22,17 @@ import type { Logger } from '../util/logger.ts';
 import { statusFromWatchError } from './status.ts';
 import { isGone, type KubeClient, type ResourcePath } from './types.ts';
 
+/** The watch events a reflector hands on (bookmarks and errors it handles itself). */
 export type ReflectorEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
+/** Receives the collection: a full replace after each list, then single changes. */
 export interface ReflectorHandler<T> {
   /** The complete collection after every (re)list: replaces whatever the handler held. */
   onSync(items: T[]): void | Promise<void>;
   onEvent(type: ReflectorEventType, obj: T): void | Promise<void>;
 }
 
+/** What to reflect, from where, and how patiently. */
 export interface ReflectorOptions<T> {
   readonly client: KubeClient;
   readonly path: ResourcePath;
@@ -51,6 +54,7 @@ export interface ReflectorOptions<T> {
   readonly name?: string;
 }
 
+/** A reflector's state for health checks and metrics. */
 export interface ReflectorHealth {
   /** The first list has completed. */
   readonly synced: boolean;
@@ -93,6 +97,7 @@ function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** A list+watch loop for one collection (see the top of this file). */
 export class Reflector<T extends Listed> {
   readonly #o: ReflectorOptions<T>;
   readonly #log: Logger;

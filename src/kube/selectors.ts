@@ -6,11 +6,13 @@
  */
 import { BerthError } from '../util/errors.ts';
 
+/** One term of a label selector. */
 export type LabelRequirement =
   | { readonly op: 'eq' | 'ne'; readonly key: string; readonly value: string }
   | { readonly op: 'in' | 'notin'; readonly key: string; readonly values: readonly string[] }
   | { readonly op: 'exists' | 'absent'; readonly key: string };
 
+/** One term of a field selector. */
 export interface FieldRequirement {
   readonly op: 'eq' | 'ne';
   readonly path: string;
@@ -47,6 +49,7 @@ const SET_TERM = /^([^\s!=(),]+)\s+(in|notin)\s+\(([^)]*)\)$/;
 const EQ_TERM = /^([^\s!=(),]+)\s*(==|=|!=)\s*([^\s!=(),]*)$/;
 const KEY_TERM = /^(!?)\s*([^\s!=(),]+)$/;
 
+/** Parses a label selector; throws BerthError BERTH_KUBE_BAD_SELECTOR on a bad term. */
 export function parseLabelSelector(selector: string): LabelRequirement[] {
   return terms(selector).map((term): LabelRequirement => {
     const set = SET_TERM.exec(term);
@@ -72,6 +75,7 @@ export function parseLabelSelector(selector: string): LabelRequirement[] {
   });
 }
 
+/** True when `labels` satisfy every requirement (an empty selector matches all). */
 export function matchesLabels(
   labels: Readonly<Record<string, string>> | undefined,
   requirements: readonly LabelRequirement[],
@@ -97,6 +101,7 @@ export function matchesLabels(
   });
 }
 
+/** Parses a field selector; throws BerthError BERTH_KUBE_BAD_SELECTOR on a bad term. */
 export function parseFieldSelector(selector: string): FieldRequirement[] {
   return terms(selector).map((term) => {
     const eq = EQ_TERM.exec(term);
@@ -116,6 +121,7 @@ function fieldValue(object: unknown, path: string): string {
   return typeof current === 'string' ? current : JSON.stringify(current);
 }
 
+/** True when `object` satisfies every field requirement. */
 export function matchesFields(object: unknown, requirements: readonly FieldRequirement[]): boolean {
   return requirements.every((r) => {
     const value = fieldValue(object, r.path);

@@ -6,6 +6,7 @@
 import type { Status } from 'kubernetes-types/meta/v1.js';
 import { KubeApiError, type KubeErrorReason } from './types.ts';
 
+/** metav1.Status, re-exported for callers that build or inspect one. */
 export type { Status } from 'kubernetes-types/meta/v1.js';
 
 const KNOWN_REASONS: ReadonlySet<string> = new Set<KubeErrorReason>([

@@ -1,10 +1,11 @@
 /**
- * Splits a byte stream into lines: the apiserver writes one JSON watch event per line
- * and flushes after each, so a chunk may hold part of an event, several events, or
- * end inside a multi-byte character.
+ * Decoding a watch response: the apiserver writes one JSON event per line and flushes
+ * after each, so a chunk may hold part of an event, several events, or end inside a
+ * multi-byte character.
  */
 import { StringDecoder } from 'node:string_decoder';
 import { BerthError } from '../util/errors.ts';
+import { KubeApiError, type WatchEvent } from './types.ts';
 
 /** One event larger than this is a broken stream, not a watch event (etcd caps objects at 1.5 MiB). */
 export const MAX_LINE_BYTES = 16 * 1024 * 1024;
@@ -36,4 +37,36 @@ export async function* lines(
   }
   const rest = (pending + decoder.end()).trim();
   if (rest !== '') yield rest;
+}
+
+const EVENT_TYPES: ReadonlySet<string> = new Set([
+  'ADDED',
+  'MODIFIED',
+  'DELETED',
+  'BOOKMARK',
+  'ERROR',
+]);
+
+/** Decodes one watch line; a malformed one is a transport-level error. */
+export function parseEvent<T>(line: string, context = 'watch'): WatchEvent<T> {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (err) {
+    throw new KubeApiError(
+      0,
+      'Unknown',
+      `${context}: cannot decode watch event (${err instanceof Error ? err.message : String(err)}): ${line.slice(0, 200)}`,
+      { cause: err },
+    );
+  }
+  const type = (value as { type?: unknown } | null)?.type;
+  if (typeof type !== 'string' || !EVENT_TYPES.has(type)) {
+    throw new KubeApiError(
+      0,
+      'Unknown',
+      `${context}: watch event has unknown type ${JSON.stringify(type)}: ${line.slice(0, 200)}`,
+    );
+  }
+  return value as WatchEvent<T>;
 }
