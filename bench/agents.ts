@@ -53,7 +53,13 @@ export const berthAgent: Agent = {
       'the berth node to be Ready',
       async () => {
         const out = await cluster
-          .kubectl(['get', 'node', nodeName, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'])
+          .kubectl([
+            'get',
+            'node',
+            nodeName,
+            '-o',
+            'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+          ])
           .catch(() => '');
         return out.trim() === 'True' ? true : undefined;
       },

@@ -11,7 +11,6 @@ import { ConfigError, HelpRequestedError } from '../config/errors.ts';
 import { GrpcCriClient } from '../cri/index.ts';
 import { ApiEventRecorder } from '../events/recorder.ts';
 import { HttpKubeClient } from '../kube/http-client.ts';
-import { loadKubeconfig } from '../kube/kubeconfig.ts';
 import { Kubelet } from '../kubelet/kubelet.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
@@ -62,12 +61,12 @@ async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
   await mkdir(config.rootDir, { recursive: true });
-  const credentials = await loadKubeconfig(config.kubeconfig);
-  const kube = new HttpKubeClient({
-    credentials,
+  // From the kubeconfig path, so a rotated client certificate can be reloaded.
+  const kube = await HttpKubeClient.fromKubeconfig(config.kubeconfig, {
     qps: k.kubeAPIQPS,
     burst: k.kubeAPIBurst,
     clock: systemClock,
+    logger: logger.child({ component: 'kube-client' }),
   });
   const cri = new GrpcCriClient(socketPath(k.containerRuntimeEndpoint), {
     defaultTimeoutMs: k.runtimeRequestTimeoutMs,

@@ -13,7 +13,10 @@ import {
   sandboxAnnotations,
   sandboxLabels,
 } from '../kuberuntime/labels.ts';
+import { qosClassOf, type QosClass } from '../kuberuntime/qos.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
+
+export { qosClassOf, type QosClass };
 
 export interface RuntimeConfigOptions {
   readonly podLogsDir: string;
@@ -24,8 +27,6 @@ export interface RuntimeConfigOptions {
   /** The pod's resolver configuration (kubelet/dns.ts). */
   readonly dns: (pod: Pod) => cri.DNSConfig | undefined;
 }
-
-export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
 
 // Upstream's default masked and read-only /proc and /sys paths (runtime default).
 const MASKED_PATHS = [
@@ -42,26 +43,6 @@ const MASKED_PATHS = [
   '/sys/devices/virtual/powercap',
 ];
 const READONLY_PATHS = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysrq-trigger'];
-
-export function qosClassOf(pod: Pod): QosClass {
-  const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
-  let any = false;
-  let guaranteed = true;
-  for (const c of containers) {
-    const req = c.resources?.requests ?? {};
-    const lim = c.resources?.limits ?? {};
-    for (const r of ['cpu', 'memory']) {
-      if (req[r] !== undefined || lim[r] !== undefined) any = true;
-      if (
-        lim[r] === undefined ||
-        (req[r] !== undefined && parseQuantity(req[r]) !== parseQuantity(lim[r]))
-      )
-        guaranteed = false;
-    }
-  }
-  if (!any) return 'BestEffort';
-  return guaranteed ? 'Guaranteed' : 'Burstable';
-}
 
 /** `<cgroupRoot>/kubepods[/burstable|/besteffort]/pod<uid>` with cgroupsPerQOS. */
 export function podCgroupParent(

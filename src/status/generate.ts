@@ -11,6 +11,7 @@ import type {
   PodCondition,
   PodStatus,
 } from 'kubernetes-types/core/v1.js';
+import { qosClassOf } from '../kuberuntime/qos.ts';
 import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
 
 export interface WaitingReason {
@@ -178,23 +179,6 @@ export function podPhase(
   return 'Pending';
 }
 
-function qosClass(pod: Pod): NonNullable<PodStatus['qosClass']> {
-  const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
-  let any = false;
-  let guaranteed = true;
-  for (const c of containers) {
-    const req = c.resources?.requests ?? {};
-    const lim = c.resources?.limits ?? {};
-    for (const r of ['cpu', 'memory']) {
-      const q = req[r] ?? lim[r];
-      if (q !== undefined) any = true;
-      if (lim[r] === undefined || (req[r] !== undefined && req[r] !== lim[r])) guaranteed = false;
-    }
-  }
-  if (!any) return 'BestEffort';
-  return guaranteed ? 'Guaranteed' : 'Burstable';
-}
-
 function condition(
   type: string,
   ok: boolean,
@@ -294,6 +278,6 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     startTime: previous.startTime ?? now,
     ...(initSpecs.length > 0 && { initContainerStatuses: initStatuses }),
     containerStatuses: statuses,
-    qosClass: previous.qosClass ?? qosClass(pod),
+    qosClass: previous.qosClass ?? qosClassOf(pod),
   };
 }

@@ -6,12 +6,10 @@
  * a kubeconfig naming the files. Any node agent of the tests can use it: the upstream
  * kubelet and berth alike.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Cluster } from './cluster.ts';
-import { run } from './exec.ts';
-import { kubeconfig, type CertPair } from './pki.ts';
+import { kubeconfig, makeLeaf, type CertPair } from './pki.ts';
 
 export interface NodeIdentity {
   readonly nodeName: string;
@@ -46,67 +44,6 @@ export function checkNodeName(nodeName: string): void {
   }
 }
 
-const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-
-interface LeafRequest {
-  readonly name: string;
-  readonly subject: string;
-  readonly usage: 'serverAuth' | 'clientAuth';
-  readonly sans?: readonly string[];
-}
-
-/** A key and a certificate signed by `ca` (same shape as the cluster PKI's leaves). */
-async function signLeaf(
-  dir: string,
-  ca: CertPair,
-  days: number,
-  leaf: LeafRequest,
-): Promise<CertPair> {
-  const key = join(dir, `${leaf.name}.key`);
-  const csr = join(dir, `${leaf.name}.csr`);
-  const cert = join(dir, `${leaf.name}.crt`);
-  const ext = join(dir, `${leaf.name}.ext`);
-  await run('openssl', [
-    'req',
-    '-new',
-    ...EC_KEY,
-    '-keyout',
-    key,
-    '-out',
-    csr,
-    '-subj',
-    leaf.subject,
-  ]);
-  const lines = [
-    'basicConstraints=critical,CA:FALSE',
-    'keyUsage=critical,digitalSignature,keyEncipherment',
-    `extendedKeyUsage=${leaf.usage}`,
-  ];
-  if (leaf.sans !== undefined) lines.push(`subjectAltName=${leaf.sans.join(',')}`);
-  await writeFile(ext, lines.join('\n') + '\n');
-  await run('openssl', [
-    'x509',
-    '-req',
-    '-in',
-    csr,
-    '-CA',
-    ca.cert,
-    '-CAkey',
-    ca.key,
-    // A random serial: certificates signed in parallel must not share a serial file.
-    '-set_serial',
-    `0x${randomBytes(16).toString('hex')}`,
-    '-days',
-    String(days),
-    '-sha256',
-    '-extfile',
-    ext,
-    '-out',
-    cert,
-  ]);
-  return { cert, key };
-}
-
 /**
  * Creates the client and serving certificates of node `nodeName` and its kubeconfig
  * (pointing at the cluster's apiserver). Calling it twice for one node replaces the
@@ -123,12 +60,14 @@ export async function createNodeIdentity(
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const ca = cluster.pki.ca;
   const [clientCert, servingCert] = await Promise.all([
-    signLeaf(dir, ca, days, {
+    makeLeaf(dir, ca, {
+      days,
       name: 'node-client',
       subject: `/O=system:nodes/CN=system:node:${nodeName}`,
       usage: 'clientAuth',
     }),
-    signLeaf(dir, ca, days, {
+    makeLeaf(dir, ca, {
+      days,
       name: 'node-serving',
       subject: `/CN=${nodeName}`,
       usage: 'serverAuth',

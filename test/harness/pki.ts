@@ -28,16 +28,20 @@ export interface ClusterPki {
   readonly serviceAccountPub: string;
 }
 
-interface LeafSpec {
+/** A leaf certificate to sign with the cluster CA. */
+export interface LeafSpec {
   readonly name: string;
   readonly subject: string;
   readonly usage: 'serverAuth' | 'clientAuth';
   readonly sans?: readonly string[];
+  /** Validity (default 365 days). */
+  readonly days?: number;
 }
 
 const EC = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
 
-async function makeLeaf(dir: string, ca: CertPair, spec: LeafSpec): Promise<CertPair> {
+/** A new P-256 key and a certificate for it signed by `ca`, written to `dir`. */
+export async function makeLeaf(dir: string, ca: CertPair, spec: LeafSpec): Promise<CertPair> {
   const key = join(dir, `${spec.name}.key`);
   const csr = join(dir, `${spec.name}.csr`);
   const cert = join(dir, `${spec.name}.crt`);
@@ -63,7 +67,7 @@ async function makeLeaf(dir: string, ca: CertPair, spec: LeafSpec): Promise<Cert
     '-set_serial',
     `0x${randomBytes(16).toString('hex')}`,
     '-days',
-    '365',
+    String(spec.days ?? 365),
     '-sha256',
     '-extfile',
     ext,

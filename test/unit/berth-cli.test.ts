@@ -34,11 +34,17 @@ describe('berth command line', () => {
     const dir = mkdtempSync(join(tmpdir(), 'berth-cli-'));
     try {
       const file = join(dir, 'config.yaml');
-      writeFileSync(file, 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequncy: 1m\n');
+      writeFileSync(
+        file,
+        'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nsyncFrequncy: 1m\n',
+      );
       const r = berth(['--config', file]);
       assert.equal(r.status, 2);
       assert.match(r.stderr, /syncFrequncy/);
-      writeFileSync(file, 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: lots\n');
+      writeFileSync(
+        file,
+        'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: lots\n',
+      );
       const typed = berth(['--config', file]);
       assert.equal(typed.status, 2);
       assert.match(typed.stderr, /maxPods/);
