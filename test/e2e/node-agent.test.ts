@@ -281,6 +281,53 @@ function suite(kind: RuntimeKind): void {
       );
       await cluster.kubectl(['-n', 'default', 'delete', 'pod', ...names, '--wait=false']);
     });
+
+    test('pods deleted while berth is down are cleaned up when it starts', async () => {
+      for (const n of ['graceful-while-down', 'forced-while-down']) {
+        await applyJson(cluster, busyboxPod(cluster, n, berth.nodeName));
+      }
+      const pods = await Promise.all(
+        ['graceful-while-down', 'forced-while-down'].map((n) =>
+          waitForPod(cluster, 'default', n, 'Running', isRunningAndReady, 60_000),
+        ),
+      );
+      const uids = new Set(pods.map((p) => p.metadata?.uid));
+      await berth.stop();
+      // Graceful: the object stays (deletionTimestamp) until the node confirms the kill.
+      await cluster.kubectl([
+        '-n',
+        'default',
+        'delete',
+        'pod',
+        'graceful-while-down',
+        '--wait=false',
+      ]);
+      // Forced: the object is gone at once; only the runtime still has the pod (an orphan).
+      await cluster.kubectl([
+        '-n',
+        'default',
+        'delete',
+        'pod',
+        'forced-while-down',
+        '--grace-period=0',
+        '--force',
+      ]);
+      berth = await berth.restart();
+      await eventually(
+        'the deleted pods gone from the API and the runtime',
+        async () => {
+          const list = await getJson<{ items: Pod[] }>(cluster, ['-n', 'default', 'get', 'pods']);
+          const inApi = (list?.items ?? []).some((p) => uids.has(p.metadata?.uid));
+          const { containers } = await cri.runtime.listContainers({});
+          const { items } = await cri.runtime.listPodSandbox({});
+          const inRuntime =
+            containers.some((c) => uids.has(c.labels['io.kubernetes.pod.uid'])) ||
+            items.some((sb) => uids.has(sb.labels['io.kubernetes.pod.uid']));
+          return !inApi && !inRuntime ? true : undefined;
+        },
+        60_000,
+      );
+    });
   });
 }
 
