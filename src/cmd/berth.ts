@@ -8,10 +8,11 @@
 import { mkdir } from 'node:fs/promises';
 import { loadConfig } from '../config/index.ts';
 import { ConfigError, HelpRequestedError } from '../config/errors.ts';
+import type { KubeletConfig } from '../config/types.ts';
 import { GrpcCriClient } from '../cri/index.ts';
 import { ApiEventRecorder } from '../events/recorder.ts';
 import { HttpKubeClient } from '../kube/http-client.ts';
-import { Kubelet } from '../kubelet/kubelet.ts';
+import { Kubelet, type KubeletOptions } from '../kubelet/kubelet.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
 import { createLogger } from '../util/logger.ts';
@@ -38,6 +39,32 @@ function evictionReserve(hard: Readonly<Record<string, string>>): {
   };
 }
 
+/** The kubelet API server's settings from the KubeletConfiguration. */
+function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> {
+  if (k.tlsCertFile === null || k.tlsPrivateKeyFile === null) {
+    // Self-signed certificates (upstream's fallback) are not made yet.
+    throw new ConfigError(
+      'Cannot serve the kubelet API as tlsCertFile and tlsPrivateKeyFile are required',
+    );
+  }
+  return {
+    address: k.address,
+    port: k.port,
+    healthzAddress: k.healthzBindAddress,
+    healthzPort: k.healthzPort,
+    tlsCertFile: k.tlsCertFile,
+    tlsPrivateKeyFile: k.tlsPrivateKeyFile,
+    clientCAFile: k.authentication.x509.clientCAFile,
+    webhookAuthentication: k.authentication.webhook.enabled,
+    authenticationCacheTTLMs: k.authentication.webhook.cacheTTLMs,
+    anonymous: k.authentication.anonymous.enabled,
+    authorizationMode: k.authorization.mode,
+    authorizedTTLMs: k.authorization.webhook.cacheAuthorizedTTLMs,
+    unauthorizedTTLMs: k.authorization.webhook.cacheUnauthorizedTTLMs,
+    debuggingHandlers: k.enableDebuggingHandlers,
+  };
+}
+
 async function main(argv: readonly string[]): Promise<number> {
   let config;
   try {
@@ -54,6 +81,14 @@ async function main(argv: readonly string[]): Promise<number> {
     throw err;
   }
   const k = config.kubelet;
+  let server: KubeletOptions['server'];
+  try {
+    server = k.enableServer ? serverOptions(k) : undefined;
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`berth: ${err.message}\n`);
+    return 2;
+  }
   const logger = createLogger({ verbosity: config.verbosity, format: config.loggingFormat });
   logger.info('Starting berth', { node: config.nodeName, version: '0.1.0' });
   if (config.kubeconfig === null || config.kubeconfig === '') {
@@ -102,6 +137,7 @@ async function main(argv: readonly string[]): Promise<number> {
       clusterDNS: k.clusterDNS,
       clusterDomain: k.clusterDomain ?? '',
       resolvConf: k.resolvConf,
+      ...(server !== undefined && { server }),
     },
     { kube, cri, recorder, clock: systemClock, logger, host: new LinuxHostInfo(config.rootDir) },
   );

@@ -18,6 +18,7 @@ import { RelistPleg } from '../pleg/generic.ts';
 import type { PodLifecycleEvent } from '../pleg/types.ts';
 import { ApiPodSource } from '../podsource/api-source.ts';
 import { PodWorkers } from '../podworkers/pod-workers.ts';
+import { KubeletServer, type KubeletServerOptions } from '../server/server.ts';
 import { StatusManager } from '../status/manager.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
@@ -49,6 +50,8 @@ export interface KubeletOptions {
   readonly clusterDNS: readonly string[];
   readonly clusterDomain: string;
   readonly resolvConf: string;
+  /** The kubelet API (:10250) and healthz; undefined: not served (enableServer false). */
+  readonly server?: Omit<KubeletServerOptions, 'nodeName' | 'podLogsDir'>;
 }
 
 export interface KubeletDeps {
@@ -76,6 +79,7 @@ export class Kubelet {
   readonly nodeStatus: NodeStatusManager;
   readonly lease: LeaseController;
   readonly #housekeeping: Housekeeping;
+  readonly server: KubeletServer | undefined;
 
   constructor(options: KubeletOptions, deps: KubeletDeps) {
     this.#o = options;
@@ -188,6 +192,19 @@ export class Kubelet {
       clock,
       logger: logger.child({ component: 'housekeeping' }),
     });
+    this.server =
+      options.server === undefined
+        ? undefined
+        : new KubeletServer(
+            { ...options.server, nodeName: options.nodeName, podLogsDir: options.podLogsDir },
+            {
+              kube,
+              cri,
+              clock,
+              logger: logger.child({ component: 'server' }),
+              pods: () => this.source.pods(),
+            },
+          );
   }
 
   get state(): KubeletState {
@@ -244,6 +261,8 @@ export class Kubelet {
       this.#loop('status', (s) => this.status.run(s));
       this.#loop('pod-source', (s) => this.source.run(s));
       this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
+      // After registration, so the API server already knows the node's daemon port.
+      await this.server?.start();
       this.#loop('resync', async (s) => {
         while (!s.aborted) {
           await this.#d.clock.sleep(this.#o.syncFrequencyMs, s).catch(() => undefined);
@@ -254,6 +273,7 @@ export class Kubelet {
     } catch (err) {
       this.#state = 'FAILED';
       this.#abort.abort();
+      await this.server?.stop();
       await Promise.allSettled(this.#loops);
       throw err;
     }
@@ -263,6 +283,8 @@ export class Kubelet {
   async stop(): Promise<void> {
     if (this.#state === 'STOPPED' || this.#state === 'STOPPING') return;
     this.#state = 'STOPPING';
+    // First: no new logs/exec requests while the managers wind down.
+    await this.server?.stop();
     this.#abort.abort();
     await this.podWorkers.close();
     await Promise.allSettled(this.#loops);

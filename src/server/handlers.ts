@@ -1,0 +1,427 @@
+/**
+ * What the kubelet API routes do once a request is authenticated and authorized:
+ * list the node's pods, stream a container's log, and ask the runtime for an
+ * exec/attach/portForward streaming URL. Paths are parsed here, strictly: a segment
+ * that decodes to `..`, `.` or contains a slash is rejected before anything is read.
+ */
+import { lstat, realpath } from 'node:fs/promises';
+import type { ServerResponse } from 'node:http';
+import path from 'node:path';
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import { cri, type CriClient } from '../cri/index.ts';
+import {
+  CONTAINER_NAME_LABEL,
+  POD_NAME_LABEL,
+  POD_NAMESPACE_LABEL,
+  POD_UID_LABEL,
+  containerLogPath,
+  parseContainerAnnotations,
+  podLogsDirectory,
+} from '../kuberuntime/labels.ts';
+import type { Clock } from '../util/clock.ts';
+import { BerthError } from '../util/errors.ts';
+import { openLogFile, streamLogs, type LogOptions } from './logs.ts';
+
+/** A request the server answers with `status` and `message` (4xx, or 500). */
+export class HttpError extends BerthError {
+  readonly status: number;
+  constructor(status: number, message: string, options?: { cause?: unknown }) {
+    super(`BERTH_SERVER_HTTP_${status}`, message, options);
+    this.status = status;
+  }
+}
+
+/** The decoded path segments of a request target, and its query. */
+export interface ParsedTarget {
+  readonly segments: readonly string[];
+  readonly query: URLSearchParams;
+}
+
+/** Splits `req.url` without normalizing it, so `..` cannot be resolved away unseen. */
+export function parseTarget(rawUrl: string): ParsedTarget {
+  const q = rawUrl.indexOf('?');
+  const rawPath = q < 0 ? rawUrl : rawUrl.slice(0, q);
+  if (!rawPath.startsWith('/'))
+    throw new HttpError(400, 'Cannot serve a request target that is not an absolute path');
+  const segments: string[] = [];
+  const parts = rawPath.slice(1).split('/');
+  for (const [i, part] of parts.entries()) {
+    // One trailing slash is tolerated (/pods/, /runningpods/).
+    if (part === '' && i === parts.length - 1 && i > 0) continue;
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(part);
+    } catch {
+      throw new HttpError(400, `Cannot decode path segment "${part}"`);
+    }
+    if (
+      decoded === '..' ||
+      decoded === '.' ||
+      decoded.includes('/') ||
+      decoded.includes('\\') ||
+      decoded.includes('\0')
+    ) {
+      throw new HttpError(
+        400,
+        `Cannot serve path segment "${part}": relative or containing a slash`,
+      );
+    }
+    segments.push(decoded);
+  }
+  return { segments, query: new URLSearchParams(q < 0 ? '' : rawUrl.slice(q + 1)) };
+}
+
+export interface HandlerDeps {
+  readonly cri: CriClient;
+  readonly clock: Clock;
+  readonly nodeName: string;
+  readonly podLogsDir: string;
+  /** The pods bound to this node, by UID (the pod source's view). */
+  readonly pods: () => ReadonlyMap<string, Pod>;
+}
+
+/** Looks a pod up by namespace and name; 404 when this node does not run it. */
+export function findPod(deps: HandlerDeps, namespace: string, name: string): Pod {
+  for (const pod of deps.pods().values()) {
+    if (pod.metadata?.namespace === namespace && pod.metadata.name === name) return pod;
+  }
+  throw new HttpError(404, `pod "${namespace}/${name}" not found on node "${deps.nodeName}"`);
+}
+
+function requireContainer(pod: Pod, container: string): void {
+  const spec = pod.spec;
+  const names = [
+    ...(spec?.containers ?? []),
+    ...(spec?.initContainers ?? []),
+    ...(spec?.ephemeralContainers ?? []),
+  ].map((c) => c.name);
+  if (!names.includes(container)) {
+    throw new HttpError(
+      404,
+      `container "${container}" not found in pod "${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}"`,
+    );
+  }
+}
+
+/** The runtime's containers of one pod container, newest (highest restart count) first. */
+async function runtimeContainers(
+  deps: HandlerDeps,
+  uid: string,
+  container: string,
+  signal: AbortSignal,
+): Promise<cri.Container[]> {
+  const res = await deps.cri.runtime.listContainers(
+    { filter: { labelSelector: { [POD_UID_LABEL]: uid, [CONTAINER_NAME_LABEL]: container } } },
+    { signal },
+  );
+  const restarts = (c: cri.Container): number =>
+    parseContainerAnnotations(c.annotations).restartCount;
+  return [...res.containers].sort(
+    (a, b) =>
+      restarts(b) - restarts(a) ||
+      (b.createdAt > a.createdAt ? 1 : b.createdAt < a.createdAt ? -1 : 0),
+  );
+}
+
+function boolParam(query: URLSearchParams, ...names: string[]): boolean {
+  for (const name of names) {
+    const v = query.get(name);
+    if (v === null) continue;
+    if (v === '' || v === '1' || v === 'true') return true;
+    if (v === '0' || v === 'false') return false;
+    throw new HttpError(
+      400,
+      `Cannot parse query parameter ${name} as a boolean: current value is "${v}"`,
+    );
+  }
+  return false;
+}
+
+function intParam(
+  query: URLSearchParams,
+  name: string,
+  min: number,
+  max: number,
+): number | undefined {
+  const v = query.get(name);
+  if (v === null) return undefined;
+  if (!/^\d{1,15}$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new HttpError(
+      400,
+      `Cannot use query parameter ${name}: current value is "${v}", expected an integer in [${min}, ${max}]`,
+    );
+  }
+  return Number(v);
+}
+
+/** PodLogOptions from the query string, validated as upstream does. */
+export function parseLogOptions(
+  query: URLSearchParams,
+  now: number,
+): LogOptions & { previous: boolean } {
+  const tailLines = intParam(query, 'tailLines', 0, Number.MAX_SAFE_INTEGER);
+  const limitBytes = intParam(query, 'limitBytes', 1, Number.MAX_SAFE_INTEGER);
+  const sinceSeconds = intParam(query, 'sinceSeconds', 1, Number.MAX_SAFE_INTEGER);
+  const sinceTime = query.get('sinceTime');
+  if (sinceSeconds !== undefined && sinceTime !== null) {
+    throw new HttpError(400, 'Cannot use both sinceSeconds and sinceTime');
+  }
+  let sinceMs: number | undefined;
+  if (sinceSeconds !== undefined) sinceMs = now - sinceSeconds * 1000;
+  if (sinceTime !== null) {
+    sinceMs = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/.test(sinceTime)
+      ? Date.parse(sinceTime)
+      : Number.NaN;
+    if (Number.isNaN(sinceMs))
+      throw new HttpError(
+        400,
+        `Cannot parse sinceTime as RFC3339: current value is "${sinceTime}"`,
+      );
+  }
+  return {
+    follow: boolParam(query, 'follow'),
+    timestamps: boolParam(query, 'timestamps'),
+    previous: boolParam(query, 'previous'),
+    ...(tailLines !== undefined && { tailLines }),
+    ...(limitBytes !== undefined && { limitBytes }),
+    ...(sinceMs !== undefined && { sinceMs }),
+  };
+}
+
+/**
+ * Which container's log to read, from the pod status as upstream does: the previous one
+ * is lastState.terminated; the current one is the running or terminated container, or
+ * while it waits (back-off) the last terminated one. undefined: the status has not
+ * named one yet, so the runtime's newest is read; an HttpError: nothing to read.
+ */
+function logContainerId(pod: Pod, name: string, previous: boolean): string | undefined | HttpError {
+  const all = [
+    ...(pod.status?.containerStatuses ?? []),
+    ...(pod.status?.initContainerStatuses ?? []),
+    ...(pod.status?.ephemeralContainerStatuses ?? []),
+  ];
+  const st = all.find((c) => c.name === name);
+  const where = `container "${name}" in pod "${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}"`;
+  const strip = (id: string | undefined): string | undefined =>
+    id === undefined || id === '' ? undefined : id.replace(/^[a-z0-9.+-]+:\/\//, '');
+  const last = strip(st?.lastState?.terminated?.containerID);
+  if (previous) {
+    return last ?? new HttpError(400, `previous terminated ${where} not found`);
+  }
+  if (st === undefined) return undefined;
+  if (st.state?.running !== undefined) return strip(st.containerID);
+  if (st.state?.terminated !== undefined) return strip(st.state.terminated.containerID) ?? last;
+  if (st.state?.waiting !== undefined) {
+    return (
+      last ??
+      new HttpError(400, `${where} is waiting to start: ${st.state.waiting.reason ?? 'unknown'}`)
+    );
+  }
+  return undefined;
+}
+
+/** A directory that must be a real directory below `root` (no symlink anywhere on the way). */
+async function requireRealDir(dir: string, root: string): Promise<void> {
+  const st = await lstat(dir).catch(() => undefined);
+  if (st?.isDirectory() !== true) throw new HttpError(404, 'The container has no log directory');
+  const real = await realpath(dir);
+  if (!real.startsWith(`${root}${path.sep}`))
+    throw new HttpError(404, 'The container has no log directory');
+}
+
+/** GET /containerLogs/{ns}/{pod}/{container}. */
+export async function serveContainerLogs(
+  deps: HandlerDeps,
+  target: ParsedTarget,
+  res: ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
+  const [, namespace, podName, container] = target.segments;
+  if (
+    namespace === undefined ||
+    podName === undefined ||
+    container === undefined ||
+    target.segments.length !== 4
+  ) {
+    throw new HttpError(
+      400,
+      'Cannot serve container logs: expected /containerLogs/{namespace}/{pod}/{container}',
+    );
+  }
+  const options = parseLogOptions(target.query, deps.clock.now());
+  const pod = findPod(deps, namespace, podName);
+  requireContainer(pod, container);
+  const uid = pod.metadata?.uid ?? '';
+  const containers = await runtimeContainers(deps, uid, container, signal);
+  const wanted = logContainerId(pod, container, options.previous);
+  if (typeof wanted === 'object') throw wanted;
+  const chosen = wanted === undefined ? containers[0] : containers.find((c) => c.id === wanted);
+  if (chosen === undefined) {
+    throw new HttpError(
+      404,
+      `container "${container}" in pod "${namespace}/${podName}" has no log in the runtime`,
+    );
+  }
+  const restartCount = parseContainerAnnotations(chosen.annotations).restartCount;
+  // Built only from names the API gave berth and the UID; then checked on disk.
+  const root = await realpath(deps.podLogsDir).catch((err: unknown) => {
+    throw new HttpError(404, 'The node has no pod log directory', { cause: err });
+  });
+  const podDir = podLogsDirectory({ namespace, name: podName, uid }, root);
+  await requireRealDir(podDir, root);
+  await requireRealDir(path.join(podDir, container), root);
+  const file = await openLogFile(
+    path.join(podDir, containerLogPath(container, restartCount)),
+  ).catch((err: unknown) => {
+    throw new HttpError(
+      404,
+      `Cannot read the log of container "${container}": no regular log file`,
+      { cause: err },
+    );
+  });
+  try {
+    const st = await file.stat();
+    if (!st.isFile())
+      throw new HttpError(
+        404,
+        `Cannot read the log of container "${container}": not a regular file`,
+      );
+    res.writeHead(200, {
+      'Content-Type': 'text/plain; charset=utf-8',
+      'Transfer-Encoding': 'chunked',
+    });
+    res.flushHeaders();
+    await streamLogs(file, res, {
+      ...options,
+      follow: options.follow && !options.previous,
+      clock: deps.clock,
+      signal,
+      isRunning: async () => {
+        const s = await deps.cri.runtime.containerStatus({ containerId: chosen.id }, { signal });
+        return s.status?.state === cri.ContainerState.CONTAINER_RUNNING;
+      },
+    });
+  } finally {
+    await file.close();
+  }
+  res.end();
+}
+
+/** The kind of stream an upgrade route asks the runtime for. */
+export type StreamKind = 'exec' | 'attach' | 'portForward';
+
+/** Asks the runtime for the streaming URL of /exec, /attach or /portForward. */
+export async function streamingUrl(
+  deps: HandlerDeps,
+  kind: StreamKind,
+  target: ParsedTarget,
+  signal: AbortSignal,
+): Promise<string> {
+  const [, namespace, podName, container] = target.segments;
+  const expected = kind === 'portForward' ? 3 : 4;
+  // Upstream also accepts /{ns}/{pod}/{uid}/{container}: the UID must then match.
+  const withUid = kind !== 'portForward' && target.segments.length === 5;
+  if (
+    namespace === undefined ||
+    podName === undefined ||
+    (target.segments.length !== expected && !withUid)
+  ) {
+    throw new HttpError(400, `Cannot serve ${kind}: unexpected path`);
+  }
+  const pod = findPod(deps, namespace, podName);
+  const uid = pod.metadata?.uid ?? '';
+  const q = target.query;
+  if (kind === 'portForward') {
+    const ports = [...q.getAll('port'), ...q.getAll('ports').flatMap((p) => p.split(','))].map(
+      (p) => {
+        if (!/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535) {
+          throw new HttpError(400, `Cannot forward port "${p}": expected an integer in [1, 65535]`);
+        }
+        return Number(p);
+      },
+    );
+    const sandboxes = await deps.cri.runtime.listPodSandbox(
+      {
+        filter: {
+          labelSelector: { [POD_UID_LABEL]: uid },
+          state: { state: cri.PodSandboxState.SANDBOX_READY },
+        },
+      },
+      { signal },
+    );
+    const sandbox = sandboxes.items[0];
+    if (sandbox === undefined)
+      throw new HttpError(404, `pod "${namespace}/${podName}" has no ready sandbox`);
+    const r = await deps.cri.runtime.portForward(
+      { podSandboxId: sandbox.id, port: ports },
+      { signal },
+    );
+    return r.url;
+  }
+  const name = withUid ? target.segments[4] : container;
+  if (withUid && target.segments[3] !== uid)
+    throw new HttpError(404, `pod "${namespace}/${podName}" with that UID not found`);
+  if (name === undefined)
+    throw new HttpError(400, `Cannot serve ${kind}: no container in the path`);
+  requireContainer(pod, name);
+  const running = (await runtimeContainers(deps, uid, name, signal)).find(
+    (c) => c.state === cri.ContainerState.CONTAINER_RUNNING,
+  );
+  if (running === undefined)
+    throw new HttpError(404, `container "${name}" in pod "${namespace}/${podName}" is not running`);
+  const stdin = boolParam(q, 'stdin', 'input');
+  const stdout = boolParam(q, 'stdout', 'output');
+  const stderr = boolParam(q, 'stderr', 'error');
+  const tty = boolParam(q, 'tty');
+  if (!stdin && !stdout && !stderr)
+    throw new HttpError(400, 'Cannot stream: at least one of stdin, stdout or stderr is required');
+  if (kind === 'attach') {
+    const r = await deps.cri.runtime.attach(
+      { containerId: running.id, stdin, stdout, stderr: stderr && !tty, tty },
+      { signal },
+    );
+    return r.url;
+  }
+  const cmd = q.getAll('command');
+  if (cmd.length === 0) throw new HttpError(400, 'Cannot exec: no command given');
+  const r = await deps.cri.runtime.exec(
+    { containerId: running.id, cmd, stdin, stdout, stderr: stderr && !tty, tty },
+    { signal },
+  );
+  return r.url;
+}
+
+/**
+ * GET /runningpods/: the pods the runtime is running, as a PodList with only identity
+ * and container names and images (upstream's shape), whatever the API server says.
+ */
+export async function runningPods(deps: HandlerDeps, signal: AbortSignal): Promise<unknown> {
+  const running = await deps.cri.runtime.listContainers(
+    { filter: { state: { state: cri.ContainerState.CONTAINER_RUNNING } } },
+    { signal },
+  );
+  const pods = new Map<string, Pod>();
+  for (const c of running.containers) {
+    const uid = c.labels[POD_UID_LABEL];
+    if (uid === undefined) continue; // not a kubelet's container
+    let pod = pods.get(uid);
+    if (pod === undefined) {
+      pod = {
+        metadata: {
+          name: c.labels[POD_NAME_LABEL] ?? '',
+          namespace: c.labels[POD_NAMESPACE_LABEL] ?? '',
+          uid,
+        },
+        spec: { containers: [] },
+        status: {},
+      };
+      pods.set(uid, pod);
+    }
+    pod.spec?.containers.push({
+      name: c.labels[CONTAINER_NAME_LABEL] ?? c.metadata?.name ?? '',
+      image: c.image?.image ?? c.imageRef,
+      resources: {},
+    });
+  }
+  return { kind: 'PodList', apiVersion: 'v1', metadata: {}, items: [...pods.values()] };
+}

@@ -1,0 +1,372 @@
+/**
+ * The kubelet API server (:10250, HTTPS) and the healthz endpoint (127.0.0.1:10248,
+ * plain HTTP). Every request is authenticated, then authorized on nodes/<node>/<sub>,
+ * then routed; upgrade requests (exec, attach, portForward) go through the same gate on
+ * the 'upgrade' event. Lifecycle: NEW -> RUNNING -> STOPPED; stop() is idempotent and
+ * destroys connections in flight, upgraded streams included.
+ */
+import { readFile } from 'node:fs/promises';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import { Socket, type AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { CriClient } from '../cri/index.ts';
+import type { KubeClient } from '../kube/types.ts';
+import type { Clock } from '../util/clock.ts';
+import { isAbortError } from '../util/errors.ts';
+import type { Logger } from '../util/logger.ts';
+import {
+  alwaysAllow,
+  Authenticator,
+  AuthorizerError,
+  subresourcesFor,
+  verbFor,
+  WebhookAuthorizer,
+  type Authorizer,
+  type UserInfo,
+} from './auth.ts';
+import {
+  HttpError,
+  parseTarget,
+  runningPods,
+  serveContainerLogs,
+  streamingUrl,
+  type HandlerDeps,
+  type ParsedTarget,
+  type StreamKind,
+} from './handlers.ts';
+import { proxyUpgrade, writeRawResponse } from './streaming.ts';
+
+/** The CIS-approved TLS 1.2 suites; TLS 1.3 suites are all strong and left as Node's. */
+const CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
+const STREAM_ROUTES: ReadonlySet<string> = new Set(['exec', 'attach', 'portForward']);
+const DEBUG_ROUTES: ReadonlySet<string> = new Set([
+  ...STREAM_ROUTES,
+  'containerLogs',
+  'runningpods',
+]);
+
+export interface KubeletServerOptions {
+  readonly nodeName: string;
+  readonly address: string;
+  /** 0 picks a free port (tests). */
+  readonly port: number;
+  readonly healthzAddress: string;
+  /** 0 disables healthz. */
+  readonly healthzPort: number;
+  readonly tlsCertFile: string;
+  readonly tlsPrivateKeyFile: string;
+  readonly clientCAFile: string | null;
+  readonly webhookAuthentication: boolean;
+  readonly authenticationCacheTTLMs: number;
+  readonly anonymous: boolean;
+  readonly authorizationMode: 'AlwaysAllow' | 'Webhook';
+  readonly authorizedTTLMs: number;
+  readonly unauthorizedTTLMs: number;
+  readonly podLogsDir: string;
+  /** enableDebuggingHandlers: false leaves out logs, exec, attach, portForward, runningpods. */
+  readonly debuggingHandlers: boolean;
+}
+
+export interface KubeletServerDeps {
+  readonly kube: KubeClient;
+  readonly cri: CriClient;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly pods: () => ReadonlyMap<string, Pod>;
+}
+
+export type KubeletServerState = 'NEW' | 'RUNNING' | 'STOPPED';
+
+/** The kubelet's HTTPS API and healthz listeners. */
+export class KubeletServer {
+  readonly #o: KubeletServerOptions;
+  readonly #d: KubeletServerDeps;
+  readonly #handlers: HandlerDeps;
+  readonly #authn: Authenticator;
+  readonly #authz: Authorizer;
+  #state: KubeletServerState = 'NEW';
+  #https: HttpsServer | undefined;
+  #healthz: Server | undefined;
+  /** Upgraded sockets: closeAllConnections() no longer sees them. */
+  readonly #streams = new Set<Duplex>();
+
+  constructor(options: KubeletServerOptions, deps: KubeletServerDeps) {
+    this.#o = options;
+    this.#d = deps;
+    this.#handlers = {
+      cri: deps.cri,
+      clock: deps.clock,
+      nodeName: options.nodeName,
+      podLogsDir: options.podLogsDir,
+      pods: deps.pods,
+    };
+    this.#authn = new Authenticator({
+      kube: deps.kube,
+      clock: deps.clock,
+      x509Enabled: options.clientCAFile !== null,
+      webhookEnabled: options.webhookAuthentication,
+      webhookCacheTTLMs: options.authenticationCacheTTLMs,
+      anonymousEnabled: options.anonymous,
+    });
+    this.#authz =
+      options.authorizationMode === 'AlwaysAllow'
+        ? alwaysAllow
+        : new WebhookAuthorizer({
+            kube: deps.kube,
+            clock: deps.clock,
+            allowedTTLMs: options.authorizedTTLMs,
+            deniedTTLMs: options.unauthorizedTTLMs,
+          });
+  }
+
+  get state(): KubeletServerState {
+    return this.#state;
+  }
+
+  /** The bound HTTPS port (after start). */
+  get port(): number {
+    return (this.#https?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
+  /** Reads the certificates and listens; rejects if a port cannot be bound. */
+  async start(): Promise<void> {
+    if (this.#state !== 'NEW')
+      throw new Error(`Cannot start the kubelet server in state ${this.#state}`);
+    this.#state = 'RUNNING';
+    const [cert, key, ca] = await Promise.all([
+      readFile(this.#o.tlsCertFile),
+      readFile(this.#o.tlsPrivateKeyFile),
+      this.#o.clientCAFile === null ? Promise.resolve(undefined) : readFile(this.#o.clientCAFile),
+    ]);
+    const server = createHttpsServer({
+      cert,
+      key,
+      ...(ca !== undefined && { ca }),
+      // The chain is checked (socket.authorized) but a request without a valid
+      // certificate may still authenticate with a token, as upstream allows.
+      requestCert: true,
+      rejectUnauthorized: false,
+      minVersion: 'TLSv1.2',
+      ciphers: CIPHERS,
+      honorCipherOrder: true,
+      // Only the streaming routes may upgrade; any other Upgrade header is routed (and
+      // refused) like a plain request, so it cannot skip the router.
+      shouldUpgradeCallback: (req) => this.#isStreamUpgrade(req),
+    });
+    server.keepAliveTimeout = 90_000;
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      this.#onRequest(req, res);
+    });
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      this.#onUpgrade(req, socket, head);
+    });
+    server.on('tlsClientError', (err) => {
+      this.#d.logger.debug('TLS handshake failed', { error: String(err) });
+    });
+    server.on('clientError', (err, socket: Duplex) => {
+      this.#d.logger.debug('Client error', { error: String(err) });
+      socket.destroy();
+    });
+    this.#https = server;
+    await listen(server, this.#o.port, this.#o.address);
+    this.#d.logger.info('Kubelet API listening', { address: this.#o.address, port: this.port });
+    if (this.#o.healthzPort > 0) {
+      const healthz = createHttpServer((req, res) => {
+        if (req.url === '/healthz' || req.url?.startsWith('/healthz?') === true) {
+          res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' }).end('ok');
+        } else {
+          res
+            .writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' })
+            .end('404 page not found\n');
+        }
+      });
+      healthz.on('clientError', (_err, socket: Duplex) => socket.destroy());
+      this.#healthz = healthz;
+      await listen(healthz, this.#o.healthzPort, this.#o.healthzAddress);
+    }
+  }
+
+  /** Stops listening and destroys every open connection and stream. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.#state === 'STOPPED') return;
+    this.#state = 'STOPPED';
+    const closing = [this.#https, this.#healthz]
+      .filter((s) => s !== undefined)
+      .map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            s.close(() => {
+              resolve();
+            });
+            s.closeAllConnections();
+          }),
+      );
+    for (const s of this.#streams) s.destroy();
+    this.#streams.clear();
+    await Promise.all(closing);
+  }
+
+  #isStreamUpgrade(req: IncomingMessage): boolean {
+    if (req.headers.upgrade === undefined || !this.#o.debuggingHandlers) return false;
+    const first = (req.url ?? '').split(/[/?]/)[1] ?? '';
+    return STREAM_ROUTES.has(first);
+  }
+
+  /** Authenticates and authorizes; the returned error status is what to answer. */
+  async #gate(
+    req: IncomingMessage,
+    websocketStream: boolean,
+    signal: AbortSignal,
+  ): Promise<{ target: ParsedTarget; user: UserInfo }> {
+    const user = await this.#authn.authenticate(req, signal);
+    if (user === undefined) throw new HttpError(401, 'Unauthorized');
+    const target = parseTarget(req.url ?? '/');
+    const verb = verbFor(req.method ?? 'GET', websocketStream);
+    if (verb === undefined) throw new HttpError(405, `Cannot serve method ${req.method ?? ''}`);
+    const subresources = subresourcesFor(`/${target.segments.join('/')}`);
+    for (const subresource of subresources) {
+      const allowed = await this.#authz.authorize(
+        { user, verb, nodeName: this.#o.nodeName, subresource },
+        signal,
+      );
+      if (allowed) return { target, user };
+    }
+    throw new HttpError(
+      403,
+      `Forbidden (user=${user.username}, verb=${verb}, resource=nodes, subresource(s)=[${subresources.join(', ')}])`,
+    );
+  }
+
+  #onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const abort = new AbortController();
+    res.on('close', () => {
+      abort.abort();
+    });
+    res.on('error', (err) => {
+      this.#d.logger.debug('Response error', { error: String(err) });
+    });
+    this.#serve(req, res, abort.signal).catch((err: unknown) => {
+      this.#fail(err, req, (status, message) => {
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8' }).end(`${message}\n`);
+      });
+    });
+  }
+
+  async #serve(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    const { target } = await this.#gate(req, false, signal);
+    const first = target.segments[0] ?? '';
+    if (!this.#o.debuggingHandlers && DEBUG_ROUTES.has(first)) {
+      throw new HttpError(404, '404 page not found');
+    }
+    // shouldUpgradeCallback sent only stream routes to 'upgrade'; an Upgrade header
+    // anywhere else is refused rather than half-served.
+    if (req.headers.upgrade !== undefined) {
+      throw new HttpError(400, `Cannot upgrade /${first}: the route has no streaming protocol`);
+    }
+    if (first === 'healthz' && target.segments.length === 1) {
+      res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' }).end('ok');
+      return;
+    }
+    if (first === 'pods' && target.segments.length === 1) {
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        throw new HttpError(405, 'Cannot serve /pods: GET only');
+      const items = [...this.#d.pods().values()];
+      res
+        .writeHead(200, { 'Content-Type': 'application/json' })
+        .end(JSON.stringify({ kind: 'PodList', apiVersion: 'v1', metadata: {}, items }));
+      return;
+    }
+    if (first === 'runningpods' && target.segments.length === 1) {
+      if (req.method !== 'GET') throw new HttpError(405, 'Cannot serve /runningpods/: GET only');
+      const list = await runningPods(this.#handlers, signal);
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(list));
+      return;
+    }
+    if (first === 'containerLogs') {
+      if (req.method !== 'GET') throw new HttpError(405, 'Cannot serve container logs: GET only');
+      await serveContainerLogs(this.#handlers, target, res, signal);
+      return;
+    }
+    if (STREAM_ROUTES.has(first))
+      throw new HttpError(400, `Cannot serve /${first} without an upgrade (SPDY or WebSocket)`);
+    throw new HttpError(404, '404 page not found');
+  }
+
+  #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.#streams.add(socket);
+    const abort = new AbortController();
+    socket.on('error', (err) => {
+      this.#d.logger.debug('Stream socket error', { error: String(err) });
+    });
+    socket.on('close', () => {
+      this.#streams.delete(socket);
+      abort.abort();
+    });
+    // Streams live long; the server's idle timeouts must not cut them.
+    if (socket instanceof Socket) socket.setTimeout(0);
+    const websocket = req.headers.upgrade?.toLowerCase() === 'websocket';
+    void (async () => {
+      const { target } = await this.#gate(req, websocket && req.method === 'GET', abort.signal);
+      const kind = target.segments[0] as StreamKind;
+      const url = await streamingUrl(this.#handlers, kind, target, abort.signal);
+      proxyUpgrade(req, socket, head, url, this.#d.logger);
+    })().catch((err: unknown) => {
+      this.#fail(err, req, (status, message) => {
+        writeRawResponse(socket, status, message);
+      });
+    });
+  }
+
+  #fail(
+    err: unknown,
+    req: IncomingMessage,
+    reply: (status: number, message: string) => void,
+  ): void {
+    if (isAbortError(err)) return;
+    if (err instanceof HttpError) {
+      reply(err.status, err.message);
+      return;
+    }
+    if (err instanceof AuthorizerError) {
+      this.#d.logger.warn('Authorization failed', { path: req.url, error: String(err.cause) });
+      reply(500, 'Internal Server Error: the authorizer failed');
+      return;
+    }
+    this.#d.logger.error('Kubelet API request failed', { path: req.url, error: String(err) });
+    reply(500, `Internal Server Error: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+function listen(server: Server | HttpsServer, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void => {
+      reject(err);
+    };
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      // A listening server's later errors are logged by the owner's handler, not thrown.
+      server.on('error', () => undefined);
+      resolve();
+    });
+  });
+}
