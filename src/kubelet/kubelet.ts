@@ -18,6 +18,7 @@ import { RelistPleg } from '../pleg/generic.ts';
 import type { PodLifecycleEvent } from '../pleg/types.ts';
 import { ApiPodSource } from '../podsource/api-source.ts';
 import { PodWorkers } from '../podworkers/pod-workers.ts';
+import { ProberManager } from '../prober/manager.ts';
 import { KubeletServer, type KubeletServerOptions } from '../server/server.ts';
 import { StatusManager } from '../status/manager.ts';
 import { Backoff } from '../util/backoff.ts';
@@ -79,6 +80,7 @@ export class Kubelet {
   readonly nodeStatus: NodeStatusManager;
   readonly lease: LeaseController;
   readonly #housekeeping: Housekeeping;
+  readonly prober: ProberManager;
   readonly server: KubeletServer | undefined;
 
   constructor(options: KubeletOptions, deps: KubeletDeps) {
@@ -108,6 +110,17 @@ export class Kubelet {
       maxParallelPulls: options.maxParallelImagePulls,
     });
     const hostResolv = readResolvConf(options.resolvConf);
+    this.prober = new ProberManager({
+      runtime: cri.runtime,
+      clock,
+      recorder,
+      logger: logger.child({ component: 'prober' }),
+      // A changed result is acted on by the next sync (kill, ready flag): run it now.
+      onChange: (uid) => {
+        const pod = this.source.pods().get(uid);
+        if (pod !== undefined) this.podWorkers.update(pod, 'runtime-event');
+      },
+    });
     const sync = new PodSync({
       cri,
       kube,
@@ -132,6 +145,7 @@ export class Kubelet {
       },
       runtimeName: () => this.#runtimeName,
       hostIPs: options.nodeIPs,
+      prober: this.prober,
     });
     this.podWorkers = new PodWorkers({
       syncer: sync,
@@ -287,6 +301,7 @@ export class Kubelet {
     await this.server?.stop();
     this.#abort.abort();
     await this.podWorkers.close();
+    await this.prober.stop();
     await Promise.allSettled(this.#loops);
     await this.status.drain();
     this.#state = 'STOPPED';

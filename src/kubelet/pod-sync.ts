@@ -16,6 +16,7 @@ import {
 } from '../kuberuntime/runtime-state.ts';
 import type { Pleg } from '../pleg/types.ts';
 import type { PodSyncer, SyncResult } from '../podworkers/types.ts';
+import type { ProberManager } from '../prober/manager.ts';
 import { generatePodStatus, type WaitingReason } from '../status/generate.ts';
 import type { StatusManager } from '../status/manager.ts';
 import type { Backoff } from '../util/backoff.ts';
@@ -40,6 +41,8 @@ export interface PodSyncOptions {
   readonly runtimeConfig: RuntimeConfigOptions;
   readonly runtimeName: () => string;
   readonly hostIPs: readonly string[];
+  /** Probe workers and results; without it no probe runs and every probe counts as passed. */
+  readonly prober?: ProberManager;
 }
 
 function podRef(pod: Pod, container?: string): EventTarget {
@@ -86,9 +89,12 @@ export class PodSync implements PodSyncer {
   #report(
     pod: Pod,
     runtime: RuntimePodStatus,
-    extra: { podFailure?: { reason: string; message: string } } = {},
+    extra: { podFailure?: { reason: string; message: string }; terminating?: boolean } = {},
   ): string | undefined {
     const uid = pod.metadata?.uid ?? '';
+    const prober = this.#o.prober;
+    // Every runtime read ends here, so this is where probe workers follow the containers.
+    if (prober !== undefined && extra.terminating !== true) prober.syncPod(pod, runtime);
     const status = generatePodStatus({
       pod,
       runtime,
@@ -96,6 +102,10 @@ export class PodSync implements PodSyncer {
       runtimeName: this.#o.runtimeName(),
       hostIPs: this.#o.hostIPs,
       now: new Date(this.#o.clock.now()),
+      ...(prober !== undefined && {
+        readiness: prober.readiness(pod, runtime),
+        started: prober.started(pod, runtime),
+      }),
       ...(extra.podFailure !== undefined && { podFailure: extra.podFailure }),
     });
     this.#o.status.set(pod, status);
@@ -155,6 +165,7 @@ export class PodSync implements PodSyncer {
       status: runtime,
       now: clock.now(),
       backoff: this.#o.crashBackoff,
+      ...(this.#o.prober !== undefined && { probes: this.#o.prober }),
     });
     for (const [name, w] of Object.entries(plan.waiting)) {
       waiting.set(name, w);
@@ -178,7 +189,16 @@ export class PodSync implements PodSyncer {
       );
     }
     for (const k of plan.containersToKill) {
-      await this.#killContainer(pod, k.id, k.name, grace, k.message, signal);
+      // A probe kill uses the probe's own grace period when it sets one, as upstream.
+      const spec = specContainer(pod, k.name);
+      const probe =
+        k.reason === 'liveness'
+          ? spec?.livenessProbe
+          : k.reason === 'startup'
+            ? spec?.startupProbe
+            : undefined;
+      const seconds = probe?.terminationGracePeriodSeconds ?? grace;
+      await this.#killContainer(pod, k.id, k.name, seconds, k.message, signal);
     }
     let sandboxId = plan.sandboxId;
     let sandbox: cri.PodSandboxConfig | undefined;
@@ -356,18 +376,21 @@ export class PodSync implements PodSyncer {
     gracePeriodSeconds: number,
     signal: AbortSignal,
   ): Promise<void> {
+    // Probing a pod that is being stopped would only produce noise (and liveness kills).
+    this.#o.prober?.removePod(pod.metadata?.uid ?? '');
     await this.#o.pleg.relist(signal);
     const runtime = await this.#runtimeStatus(pod, signal);
     await this.#killPod(pod, runtime, gracePeriodSeconds, undefined, signal);
     await this.#o.pleg.relist(signal);
-    this.#report(pod, await this.#runtimeStatus(pod, signal));
+    this.#report(pod, await this.#runtimeStatus(pod, signal), { terminating: true });
   }
 
   async syncTerminatedPod(pod: Pod, signal: AbortSignal): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
     await this.#o.pleg.relist(signal);
     const runtime = await this.#runtimeStatus(pod, signal);
-    this.#report(pod, runtime);
+    this.#o.prober?.removePod(uid);
+    this.#report(pod, runtime, { terminating: true });
     if (pod.metadata?.deletionTimestamp == null) return;
     // The pod is going away: its containers and sandboxes go with it.
     for (const c of runtime.containers) {

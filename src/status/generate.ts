@@ -31,6 +31,8 @@ export interface StatusInput {
   /** Set when the pod cannot run at all (admission, sandbox failure that is final). */
   readonly podFailure?: { readonly reason: string; readonly message: string };
   readonly readiness?: (containerName: string) => boolean | undefined;
+  /** Whether a running container's startup probe passed; undefined: no startup probe. */
+  readonly started?: (containerName: string) => boolean | undefined;
 }
 
 /** Conditions the kubelet owns; others (PodScheduled, DisruptionTarget, gates) are kept. */
@@ -107,7 +109,7 @@ function containerStatus(spec: Container, input: StatusInput): ContainerStatus {
     return {
       ...status,
       ready,
-      started: true,
+      started: input.started?.(spec.name) ?? true,
       state: { running: { startedAt: apiTime(current.startedAt ?? current.createdAt) } },
       ...(previous !== undefined &&
         previous.state === 'exited' && { lastState: terminatedState(previous, input.runtimeName) }),

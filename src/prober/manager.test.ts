@@ -1,0 +1,294 @@
+/**
+ * The prober manager with the fake CRI runtime and a fake clock: thresholds, initial
+ * delay, startup gating, results reset on restart, worker clean-up.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import type { Container, Probe } from 'kubernetes-types/core/v1.js';
+import { cri } from '../cri/index.ts';
+import { FakeCriClient } from '../cri/fake/index.ts';
+import { MemoryEventRecorder } from '../events/types.ts';
+import type { RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import { instance, runtimeStatus, sandbox, spec, testPod } from '../kuberuntime/testing.ts';
+import { FakeClock } from '../util/clock.ts';
+import { MemoryLogger } from '../util/logger.ts';
+import { ProberManager } from './manager.ts';
+
+const IMAGE = 'registry.test/main:1';
+const silent = new MemoryLogger();
+
+/** Lets the fake runtime answer and the worker apply the result. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise<void>((r) => setImmediate(r));
+}
+
+interface Harness {
+  readonly fake: FakeCriClient;
+  readonly clock: FakeClock;
+  readonly recorder: MemoryEventRecorder;
+  readonly prober: ProberManager;
+  readonly changes: string[];
+  /** Exec commands in the order the runtime saw them, with the fake time. */
+  readonly execs: { cmd: string; at: number }[];
+  /** Starts a container in the fake runtime and returns its id. */
+  run(name?: string): Promise<string>;
+  /** Runtime state with the given running instances (started now). */
+  state(
+    ...running: { name: string; id: string; attempt?: number; from: Container }[]
+  ): RuntimePodStatus;
+}
+
+const probers: ProberManager[] = [];
+
+async function harness(exitCodes: (cmd: string) => number = () => 0, random = 0): Promise<Harness> {
+  const fake = new FakeCriClient();
+  const clock = new FakeClock();
+  const recorder = new MemoryEventRecorder();
+  const changes: string[] = [];
+  const execs: { cmd: string; at: number }[] = [];
+  fake.addImage(IMAGE, { preloaded: true });
+  const config = cri.PodSandboxConfig.fromPartial({
+    metadata: { name: 'web', uid: 'uid-1', namespace: 'default' },
+    logDirectory: '/var/log/pods/x',
+  });
+  const { podSandboxId } = await fake.runtime.runPodSandbox({ config });
+  fake.onExec((_c, cmd) => {
+    const line = cmd.join(' ');
+    execs.push({ cmd: line, at: clock.now() });
+    const exitCode = exitCodes(line);
+    return { exitCode, stdout: exitCode === 0 ? '' : `${line} failed` };
+  });
+  const prober = new ProberManager({
+    runtime: fake.runtime,
+    clock,
+    recorder,
+    logger: silent,
+    onChange: (uid) => changes.push(uid),
+    random: () => random,
+  });
+  probers.push(prober);
+  let n = 0;
+  return {
+    fake,
+    clock,
+    recorder,
+    prober,
+    changes,
+    execs,
+    run: async (name = 'main') => {
+      const { containerId } = await fake.runtime.createContainer({
+        podSandboxId,
+        sandboxConfig: config,
+        config: { metadata: { name, attempt: n++ }, image: { image: IMAGE }, logPath: 'x.log' },
+      });
+      await fake.runtime.startContainer({ containerId });
+      return containerId;
+    },
+    state: (...running) =>
+      runtimeStatus(
+        [sandbox()],
+        running.map((r) => ({
+          ...instance(r.name, 'running', { id: r.id, attempt: r.attempt ?? 0, from: r.from }),
+          startedAt: clock.now(),
+        })),
+      ),
+  };
+}
+
+const execProbe = (cmd: string, extra: Partial<Probe> = {}): Probe => ({
+  exec: { command: [cmd] },
+  periodSeconds: 1,
+  ...extra,
+});
+
+afterEach(async () => {
+  await Promise.all(probers.splice(0).map((p) => p.stop()));
+});
+
+describe('prober manager', () => {
+  test('readiness is false until the probe passes successThreshold times', async () => {
+    let ok = false;
+    const h = await harness(() => (ok ? 0 : 1));
+    const main = spec('main', { readinessProbe: execProbe('ready', { successThreshold: 2 }) });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    const state = h.state({ name: 'main', id, from: main });
+    h.prober.syncPod(pod, state);
+    await settle();
+    assert.equal(h.prober.readiness(pod, state)('main'), false);
+    ok = true;
+    await h.clock.advance(1000);
+    await settle();
+    assert.equal(h.prober.readiness(pod, state)('main'), false, 'one success of two');
+    await h.clock.advance(1000);
+    await settle();
+    assert.equal(h.prober.readiness(pod, state)('main'), true);
+    assert.deepEqual(h.changes, ['uid-1']);
+    const unhealthy = h.recorder.events.filter((e) => e.reason === 'Unhealthy');
+    assert.equal(unhealthy.length, 1);
+    assert.equal(unhealthy[0]?.type, 'Warning');
+    assert.equal(unhealthy[0]?.message, 'Readiness probe failed: ready failed');
+  });
+
+  test('liveness fails only after failureThreshold consecutive failures, then stops', async () => {
+    const h = await harness(() => 1);
+    const main = spec('main', { livenessProbe: execProbe('alive', { failureThreshold: 3 }) });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    h.prober.syncPod(pod, h.state({ name: 'main', id, from: main }));
+    await settle();
+    assert.equal(h.prober.get('liveness', id), undefined);
+    await h.clock.advance(1000);
+    await settle();
+    assert.equal(h.prober.get('liveness', id), undefined, 'two failures of three');
+    await h.clock.advance(1000);
+    await settle();
+    assert.equal(h.prober.get('liveness', id), 'failure');
+    assert.deepEqual(h.changes, ['uid-1']);
+    await h.clock.advance(5000);
+    await settle();
+    assert.equal(h.execs.length, 3, 'no probing once the container is condemned');
+    assert.ok(h.recorder.events.every((e) => e.message === 'Liveness probe failed: alive failed'));
+  });
+
+  test('initialDelaySeconds delays the first probe', async () => {
+    const h = await harness();
+    const main = spec('main', {
+      livenessProbe: execProbe('alive', { initialDelaySeconds: 5, periodSeconds: 10 }),
+    });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    const start = h.clock.now();
+    h.prober.syncPod(pod, h.state({ name: 'main', id, from: main }));
+    await settle();
+    await h.clock.advance(4999);
+    await settle();
+    assert.equal(h.execs.length, 0);
+    await h.clock.advance(1);
+    await settle();
+    assert.deepEqual(
+      h.execs.map((e) => e.at - start),
+      [5000],
+    );
+    await h.clock.advance(10_000);
+    await settle();
+    assert.deepEqual(
+      h.execs.map((e) => e.at - start),
+      [5000, 15_000],
+    );
+  });
+
+  test('liveness and readiness wait for the startup probe', async () => {
+    let started = false;
+    const h = await harness((cmd) => (cmd === 'start' && !started ? 1 : 0));
+    const main = spec('main', {
+      startupProbe: execProbe('start', { failureThreshold: 30 }),
+      livenessProbe: execProbe('alive'),
+      readinessProbe: execProbe('ready'),
+    });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    const state = h.state({ name: 'main', id, from: main });
+    h.prober.syncPod(pod, state);
+    await settle();
+    await h.clock.advance(2000);
+    await settle();
+    assert.deepEqual(new Set(h.execs.map((e) => e.cmd)), new Set(['start']));
+    assert.equal(h.prober.started(pod, state)('main'), false);
+    assert.equal(h.prober.readiness(pod, state)('main'), false);
+    started = true;
+    await h.clock.advance(1000);
+    await settle();
+    await h.clock.advance(1000);
+    await settle();
+    assert.equal(h.prober.get('startup', id), 'success');
+    assert.equal(h.prober.started(pod, state)('main'), true);
+    assert.equal(h.prober.readiness(pod, state)('main'), true);
+    assert.equal(h.prober.get('liveness', id), 'success');
+    const startsAfter = h.execs.filter((e) => e.cmd === 'start').length;
+    await h.clock.advance(3000);
+    await settle();
+    assert.equal(
+      h.execs.filter((e) => e.cmd === 'start').length,
+      startsAfter,
+      'a passed startup probe is not run again',
+    );
+  });
+
+  test('a restarted container starts with fresh results; the old worker stops', async () => {
+    const h = await harness(() => 1);
+    const main = spec('main', { livenessProbe: execProbe('alive', { failureThreshold: 1 }) });
+    const pod = testPod({ containers: [main] });
+    const first = await h.run();
+    h.prober.syncPod(pod, h.state({ name: 'main', id: first, from: main }));
+    await settle();
+    assert.equal(h.prober.get('liveness', first), 'failure');
+    const second = await h.run();
+    h.prober.syncPod(pod, h.state({ name: 'main', id: second, attempt: 1, from: main }));
+    assert.equal(h.prober.get('liveness', first), undefined);
+    assert.equal(h.prober.get('liveness', second), undefined, 'no inherited failure');
+    assert.equal(h.prober.workerCount, 1);
+    await settle();
+    assert.equal(h.prober.get('liveness', second), 'failure');
+  });
+
+  test('an exec probe past its timeout fails with a clear message', async () => {
+    const h = await harness();
+    h.fake.onExec(() => ({ exitCode: 0, durationMs: 5000 }));
+    const main = spec('main', {
+      readinessProbe: execProbe('slow', { timeoutSeconds: 1, failureThreshold: 1 }),
+    });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    h.prober.syncPod(pod, h.state({ name: 'main', id, from: main }));
+    await settle();
+    assert.equal(h.prober.get('readiness', id), 'failure');
+    assert.match(h.recorder.events[0]?.message ?? '', /^Readiness probe failed: command timed out/);
+  });
+
+  test('workers stop when the container or the pod goes away', async () => {
+    const h = await harness();
+    const main = spec('main', { readinessProbe: execProbe('ready') });
+    const side = spec('side', { livenessProbe: execProbe('alive') });
+    const pod = testPod({ containers: [main, side] });
+    const a = await h.run('main');
+    const b = await h.run('side');
+    h.prober.syncPod(
+      pod,
+      h.state({ name: 'main', id: a, from: main }, { name: 'side', id: b, from: side }),
+    );
+    assert.equal(h.prober.workerCount, 2);
+    h.prober.syncPod(pod, h.state({ name: 'main', id: a, from: main }));
+    assert.equal(h.prober.workerCount, 1);
+    h.prober.removePod('uid-1');
+    assert.equal(h.prober.workerCount, 0);
+    await settle();
+    const before = h.execs.length;
+    await h.clock.advance(5000);
+    await settle();
+    assert.equal(h.execs.length, before);
+    assert.equal(h.clock.pending, 0, 'no timer chain left behind');
+  });
+
+  test('probes of containers adopted after a restart are spread over one period', async () => {
+    const h = await harness(() => 0, 0.25);
+    const main = spec('main', { readinessProbe: execProbe('ready', { periodSeconds: 8 }) });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    const start = h.clock.now();
+    const adopted = h.state({ name: 'main', id, from: main });
+    const old = {
+      ...adopted,
+      containers: adopted.containers.map((c) => ({ ...c, startedAt: start - 60_000 })),
+    };
+    h.prober.syncPod(pod, old);
+    await settle();
+    assert.equal(h.execs.length, 0);
+    await h.clock.advance(8000);
+    await settle();
+    assert.deepEqual(
+      h.execs.map((e) => e.at - start),
+      [2000],
+    );
+  });
+});

@@ -1,0 +1,211 @@
+/**
+ * The prober manager: one worker per (pod UID, container, probe kind), each bound to a
+ * container instance by ID. The pod sync tells it what runs (`syncPod`) after every
+ * runtime read; the manager starts workers for new instances and stops those whose
+ * instance or pod went away. Results are keyed by container ID, so a restarted
+ * container starts with no results (not ready, not failed) instead of inheriting its
+ * predecessor's.
+ *
+ * It is the ProbeResultsReader the sync plan reads (liveness/startup) and the source
+ * of the container `ready` and `started` flags.
+ */
+import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import type { CriClient } from '../cri/index.ts';
+import type { EventRecorder } from '../events/types.ts';
+import type { ProbeResult, ProbeResultsReader } from '../kuberuntime/plan.ts';
+import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+import { ProbeWorker, probeOf, type ProbeKind, type ResultsStore } from './worker.ts';
+
+export type { ProbeKind } from './worker.ts';
+
+export interface ProberManagerOptions {
+  readonly runtime: Pick<CriClient['runtime'], 'execSync'>;
+  readonly clock: Clock;
+  readonly recorder: EventRecorder;
+  readonly logger: Logger;
+  /** A result of the pod changed: sync it soon (readiness, or a kill for liveness). */
+  readonly onChange: (podUID: string) => void;
+  /** In [0, 1), for staggering the first probes of adopted containers (default Math.random). */
+  readonly random?: () => number;
+}
+
+interface RunningWorker {
+  readonly worker: ProbeWorker;
+  readonly abort: AbortController;
+  readonly done: Promise<void>;
+}
+
+const KINDS: readonly ProbeKind[] = ['startup', 'liveness', 'readiness'];
+
+/** Containers that can be probed: app containers and restartable init containers (sidecars). */
+function probedContainers(pod: Pod): Container[] {
+  return [
+    ...(pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always'),
+    ...(pod.spec?.containers ?? []),
+  ];
+}
+
+function runningInstance(runtime: RuntimePodStatus, name: string): RuntimeContainer | undefined {
+  return runtime.containers
+    .filter((c) => c.name === name && c.state === 'running')
+    .sort((a, b) => b.attempt - a.attempt || b.createdAt - a.createdAt)[0];
+}
+
+export class ProberManager implements ProbeResultsReader {
+  readonly #o: ProberManagerOptions;
+  /** Keyed `${uid}/${container}/${kind}`. */
+  readonly #workers = new Map<string, RunningWorker>();
+  /** Keyed `${kind}/${containerId}`. */
+  readonly #results = new Map<string, ProbeResult>();
+  readonly #podIPs = new Map<string, string | undefined>();
+  readonly #store: ResultsStore;
+  #stopped = false;
+
+  constructor(options: ProberManagerOptions) {
+    this.#o = options;
+    this.#store = {
+      get: (kind, id) => this.#results.get(`${kind}/${id}`),
+      set: (kind, id, result) => {
+        const key = `${kind}/${id}`;
+        if (this.#results.get(key) === result) return false;
+        this.#results.set(key, result);
+        return true;
+      },
+    };
+  }
+
+  /** Latest published result of `kind` for container instance `containerId`. */
+  get(kind: ProbeKind, containerId: string): ProbeResult | undefined {
+    return this.#store.get(kind, containerId);
+  }
+
+  /** Number of live workers (for tests and, later, metrics). */
+  get workerCount(): number {
+    return this.#workers.size;
+  }
+
+  /**
+   * Brings the pod's workers in line with what runs: a worker per probe of each
+   * running container instance; workers of other instances are stopped.
+   */
+  syncPod(pod: Pod, runtime: RuntimePodStatus): void {
+    if (this.#stopped) return;
+    const uid = pod.metadata?.uid ?? '';
+    const sandbox = runtime.sandboxes.find((s) => s.state === 'ready');
+    this.#podIPs.set(uid, sandbox?.ip);
+    const wanted = new Set<string>();
+    for (const container of probedContainers(pod)) {
+      const instance = runningInstance(runtime, container.name);
+      if (instance === undefined) continue;
+      for (const kind of KINDS) {
+        const probe = probeOf(container, kind);
+        if (probe === undefined) continue;
+        const key = `${uid}/${container.name}/${kind}`;
+        wanted.add(key);
+        const existing = this.#workers.get(key);
+        if (existing?.worker.target.containerId === instance.id) continue;
+        if (existing !== undefined) this.#stopWorker(key, existing);
+        this.#startWorker(key, kind, probe, pod, container, instance);
+      }
+    }
+    for (const [key, w] of this.#workers) {
+      if (key.startsWith(`${uid}/`) && !wanted.has(key)) this.#stopWorker(key, w);
+    }
+  }
+
+  /** Stops every worker of the pod and forgets its results (termination, removal). */
+  removePod(uid: string): void {
+    for (const [key, w] of this.#workers) if (key.startsWith(`${uid}/`)) this.#stopWorker(key, w);
+    this.#podIPs.delete(uid);
+  }
+
+  /**
+   * The `ready` flag per running container of the pod: its readiness result; without a
+   * readiness probe, whether it started; undefined when no probe decides.
+   */
+  readiness(pod: Pod, runtime: RuntimePodStatus): (containerName: string) => boolean | undefined {
+    return (name) => {
+      const container = probedContainers(pod).find((c) => c.name === name);
+      const instance = runningInstance(runtime, name);
+      if (container === undefined || instance === undefined) return undefined;
+      if (container.readinessProbe !== undefined)
+        return (
+          this.get('readiness', instance.id) === 'success' && this.#started(container, instance)
+        );
+      return container.startupProbe === undefined ? undefined : this.#started(container, instance);
+    };
+  }
+
+  /** The `started` flag per running container: false until its startup probe passed. */
+  started(pod: Pod, runtime: RuntimePodStatus): (containerName: string) => boolean | undefined {
+    return (name) => {
+      const container = probedContainers(pod).find((c) => c.name === name);
+      const instance = runningInstance(runtime, name);
+      if (container?.startupProbe === undefined || instance === undefined) return undefined;
+      return this.#started(container, instance);
+    };
+  }
+
+  /** Stops every worker and waits for them; later syncs start none. Idempotent. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    const done = [...this.#workers].map(([key, w]) => {
+      this.#stopWorker(key, w);
+      return w.done;
+    });
+    await Promise.all(done);
+  }
+
+  #started(container: Container, instance: RuntimeContainer): boolean {
+    return container.startupProbe === undefined || this.get('startup', instance.id) === 'success';
+  }
+
+  #startWorker(
+    key: string,
+    kind: ProbeKind,
+    probe: NonNullable<Container['livenessProbe']>,
+    pod: Pod,
+    container: Container,
+    instance: RuntimeContainer,
+  ): void {
+    const uid = pod.metadata?.uid ?? '';
+    const worker = new ProbeWorker(
+      kind,
+      probe,
+      {
+        pod,
+        container,
+        containerId: instance.id,
+        startedAt: instance.startedAt ?? instance.createdAt,
+      },
+      {
+        runtime: this.#o.runtime,
+        clock: this.#o.clock,
+        recorder: this.#o.recorder,
+        logger: this.#o.logger.child({
+          pod: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
+          container: container.name,
+        }),
+        results: this.#store,
+        onChange: () => {
+          this.#o.onChange(uid);
+        },
+        podIP: () => this.#podIPs.get(uid),
+        random: this.#o.random ?? Math.random,
+      },
+    );
+    const abort = new AbortController();
+    // run() never rejects; the promise is kept so stop() can wait for it.
+    const done = worker.run(abort.signal);
+    this.#workers.set(key, { worker, abort, done });
+  }
+
+  #stopWorker(key: string, w: RunningWorker): void {
+    w.abort.abort();
+    this.#workers.delete(key);
+    // The instance is gone (or replaced): its results would only mislead.
+    this.#results.delete(`${w.worker.kind}/${w.worker.target.containerId}`);
+  }
+}

@@ -1,0 +1,230 @@
+/**
+ * Probes on a berth node with containerd 2.x (issue #6, core subset): exec readiness
+ * gating the Ready condition, a failing exec liveness probe restarting the container,
+ * httpGet readiness on a named port and tcpSocket liveness against busybox httpd, and a
+ * startup probe protecting a slow starter from its liveness probe.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import { startBerth, type BerthNode } from '../harness/berth-node.ts';
+import { startCluster, type Cluster } from '../harness/cluster.ts';
+import {
+  applyJson,
+  busyboxPod,
+  eventually,
+  getPod,
+  podEvents,
+  waitForPod,
+} from '../harness/kube-helpers.ts';
+
+const condition = (pod: Pod, type: string): string | undefined =>
+  pod.status?.conditions?.find((c) => c.type === type)?.status;
+
+/** A busybox pod whose single container `main` gets `extra` (probes, ports). */
+function probedPod(
+  cluster: Cluster,
+  name: string,
+  node: string,
+  command: string[],
+  extra: Partial<Container>,
+): Pod {
+  const pod = busyboxPod(cluster, name, node, { command });
+  const main = pod.spec?.containers[0];
+  assert.ok(main !== undefined);
+  return { ...pod, spec: { ...pod.spec, containers: [{ ...main, ...extra }] } };
+}
+
+describe('probes on berth with containerd2', () => {
+  let cluster: Cluster;
+  let berth: BerthNode;
+  let node: string;
+
+  before(async () => {
+    cluster = await startCluster({ runtime: 'containerd2' });
+    berth = await startBerth(cluster);
+    node = berth.nodeName;
+  });
+
+  after(async () => {
+    await berth.stop();
+    await cluster.stop();
+    assert.deepEqual(await cluster.leaks(), []);
+  });
+
+  test('exec readiness: not Ready until the probe passes, Ready, then not Ready again', async () => {
+    await applyJson(
+      cluster,
+      probedPod(
+        cluster,
+        'ready-exec',
+        node,
+        ['sh', '-c', 'sleep 5; touch /tmp/ready; sleep 6; rm /tmp/ready; sleep 3600'],
+        {
+          readinessProbe: { exec: { command: ['cat', '/tmp/ready'] }, periodSeconds: 1 },
+        },
+      ),
+    );
+    const running = await waitForPod(
+      cluster,
+      'default',
+      'ready-exec',
+      'Running',
+      (p) => p.status?.containerStatuses?.[0]?.state?.running !== undefined,
+    );
+    assert.equal(running.status?.containerStatuses?.[0]?.ready, false);
+    assert.equal(condition(running, 'Ready'), 'False');
+    assert.equal(condition(running, 'ContainersReady'), 'False');
+    const ready = await waitForPod(
+      cluster,
+      'default',
+      'ready-exec',
+      'Ready',
+      (p) => condition(p, 'Ready') === 'True',
+    );
+    assert.equal(condition(ready, 'ContainersReady'), 'True');
+    assert.equal(ready.status?.containerStatuses?.[0]?.ready, true);
+    assert.equal(ready.status?.containerStatuses?.[0]?.restartCount, 0);
+    const unready = await waitForPod(
+      cluster,
+      'default',
+      'ready-exec',
+      'not Ready after the file is gone',
+      (p) => condition(p, 'Ready') === 'False',
+    );
+    assert.equal(condition(unready, 'ContainersReady'), 'False');
+    assert.equal(unready.status?.containerStatuses?.[0]?.restartCount, 0);
+    const events = await podEvents(cluster, 'default', 'ready-exec');
+    assert.ok(
+      events.some(
+        (e) => e.reason === 'Unhealthy' && e.message.startsWith('Readiness probe failed'),
+      ),
+      JSON.stringify(events),
+    );
+  });
+
+  test('a failing exec liveness probe restarts the container', async () => {
+    await applyJson(
+      cluster,
+      probedPod(cluster, 'live-exec', node, ['sleep', '3600'], {
+        livenessProbe: {
+          exec: { command: ['sh', '-c', 'echo sick; exit 1'] },
+          periodSeconds: 1,
+          failureThreshold: 2,
+          // sleep ignores SIGTERM as PID 1: keep the kill short.
+          terminationGracePeriodSeconds: 1,
+        },
+      }),
+    );
+    const restarted = await waitForPod(
+      cluster,
+      'default',
+      'live-exec',
+      'restarted by its liveness probe',
+      (p) => (p.status?.containerStatuses?.[0]?.restartCount ?? 0) >= 1,
+      90_000,
+    );
+    assert.ok(restarted.status?.containerStatuses?.[0]?.lastState?.terminated !== undefined);
+    const events = await eventually('Unhealthy and Killing events', async () => {
+      const all = await podEvents(cluster, 'default', 'live-exec');
+      const unhealthy = all.find(
+        (e) => e.reason === 'Unhealthy' && e.message === 'Liveness probe failed: sick',
+      );
+      const killing = all.find(
+        (e) =>
+          e.reason === 'Killing' &&
+          e.message === 'Container main failed liveness probe, will be restarted',
+      );
+      return unhealthy !== undefined && killing !== undefined ? all : undefined;
+    });
+    assert.ok(events.some((e) => e.type === 'Warning' && e.reason === 'Unhealthy'));
+  });
+
+  test('httpGet readiness on a named port and tcpSocket liveness against httpd', async () => {
+    await applyJson(
+      cluster,
+      probedPod(
+        cluster,
+        'ready-http',
+        node,
+        [
+          'sh',
+          '-c',
+          'mkdir -p /www && echo ok > /www/index.html && exec busybox httpd -f -p 8080 -h /www',
+        ],
+        {
+          ports: [{ name: 'http', containerPort: 8080 }],
+          readinessProbe: {
+            httpGet: {
+              path: '/index.html',
+              port: 'http',
+              httpHeaders: [{ name: 'X-Probe', value: '1' }],
+            },
+            periodSeconds: 1,
+          },
+          livenessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1, failureThreshold: 1 },
+        },
+      ),
+    );
+    const ready = await waitForPod(
+      cluster,
+      'default',
+      'ready-http',
+      'Ready',
+      (p) => condition(p, 'Ready') === 'True',
+    );
+    assert.equal(ready.status?.containerStatuses?.[0]?.ready, true);
+    // A few liveness periods later the container is still the first one.
+    await new Promise((r) => setTimeout(r, 3000));
+    const later = await getPod(cluster, 'default', 'ready-http');
+    assert.equal(later?.status?.containerStatuses?.[0]?.restartCount, 0);
+    assert.equal(condition(later ?? {}, 'Ready'), 'True');
+  });
+
+  test('a startup probe keeps liveness from killing a slow starter', async () => {
+    await applyJson(
+      cluster,
+      probedPod(
+        cluster,
+        'slow-start',
+        node,
+        ['sh', '-c', 'sleep 6; touch /tmp/started; sleep 3600'],
+        {
+          startupProbe: {
+            exec: { command: ['cat', '/tmp/started'] },
+            periodSeconds: 1,
+            failureThreshold: 30,
+          },
+          // Alone, this would kill the container on its first probe.
+          livenessProbe: {
+            exec: { command: ['cat', '/tmp/started'] },
+            periodSeconds: 1,
+            failureThreshold: 1,
+          },
+        },
+      ),
+    );
+    const running = await waitForPod(
+      cluster,
+      'default',
+      'slow-start',
+      'Running',
+      (p) => p.status?.containerStatuses?.[0]?.state?.running !== undefined,
+    );
+    assert.equal(running.status?.containerStatuses?.[0]?.started, false);
+    const started = await waitForPod(
+      cluster,
+      'default',
+      'slow-start',
+      'started and Ready',
+      (p) => p.status?.containerStatuses?.[0]?.started === true && condition(p, 'Ready') === 'True',
+    );
+    assert.equal(started.status?.containerStatuses?.[0]?.restartCount, 0);
+    const events = await podEvents(cluster, 'default', 'slow-start');
+    assert.ok(
+      events.some((e) => e.reason === 'Unhealthy' && e.message.startsWith('Startup probe failed')),
+      JSON.stringify(events),
+    );
+    assert.ok(!events.some((e) => e.reason === 'Killing'), JSON.stringify(events));
+  });
+});
