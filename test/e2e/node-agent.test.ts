@@ -236,6 +236,68 @@ function suite(kind: RuntimeKind): void {
       assert.deepEqual(sandboxes, [], 'no sandbox of the replicas is left');
     });
 
+    test('a changed container image restarts the container with the new spec', async () => {
+      const { username, password } = cluster.registry.credentials;
+      const auth = Buffer.from(`${username}:${password}`).toString('base64');
+      await applyJson(cluster, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'respec-creds', namespace: 'default' },
+        type: 'kubernetes.io/dockerconfigjson',
+        data: {
+          '.dockerconfigjson': Buffer.from(
+            JSON.stringify({ auths: { [cluster.registry.host]: { auth } } }),
+          ).toString('base64'),
+        },
+      });
+      await applyJson(
+        cluster,
+        busyboxPod(cluster, 'respec', berth.nodeName, {
+          extraSpec: { imagePullSecrets: [{ name: 'respec-creds' }] },
+        }),
+      );
+      const before = await waitForPod(
+        cluster,
+        'default',
+        'respec',
+        'Running',
+        isRunningAndReady,
+        60_000,
+      );
+      // The image is one of the few pod fields the API lets change; upstream restarts on it.
+      await cluster.kubectl([
+        '-n',
+        'default',
+        'patch',
+        'pod',
+        'respec',
+        '--type',
+        'json',
+        '-p',
+        JSON.stringify([
+          { op: 'replace', path: '/spec/containers/0/image', value: cluster.images.busybox },
+        ]),
+      ]);
+      const after = await waitForPod(
+        cluster,
+        'default',
+        'respec',
+        'restarted with the new image',
+        (p) => {
+          const cs = p.status?.containerStatuses?.[0];
+          return (
+            isRunningAndReady(p) &&
+            cs?.image === cluster.images.busybox &&
+            cs.containerID !== before.status?.containerStatuses?.[0]?.containerID
+          );
+        },
+        60_000,
+      );
+      assert.equal(after.status?.containerStatuses?.[0]?.restartCount, 1);
+      assert.equal(after.status?.podIP, before.status?.podIP, 'same sandbox');
+      await cluster.kubectl(['-n', 'default', 'delete', 'pod', 'respec', '--wait=false']);
+    });
+
     test('berth killed with 10 pods running comes back with zero container restarts', async () => {
       const names = Array.from({ length: 10 }, (_, i) => `survivor-${i}`);
       for (const n of names) await applyJson(cluster, busyboxPod(cluster, n, berth.nodeName));
