@@ -304,8 +304,18 @@ function suite(kind: RuntimeKind): void {
       const before = await Promise.all(
         names.map((n) => waitForPod(cluster, 'default', n, 'Running', isRunningAndReady, 90_000)),
       );
-      const { containers: containersBefore } = await cri.runtime.listContainers({});
-      const sandboxesBefore = (await cri.runtime.listPodSandbox({})).items.length;
+      // Only the survivors' objects: other tests' pods may still be going away meanwhile.
+      const uids = new Set(before.map((p) => p.metadata?.uid));
+      const ours = async (): Promise<{ containers: string[]; sandboxes: number }> => ({
+        containers: (await cri.runtime.listContainers({})).containers
+          .filter((c) => uids.has(c.labels['io.kubernetes.pod.uid']))
+          .map((c) => c.id)
+          .sort(),
+        sandboxes: (await cri.runtime.listPodSandbox({})).items.filter((sb) =>
+          uids.has(sb.labels['io.kubernetes.pod.uid']),
+        ).length,
+      });
+      const runtimeBefore = await ours();
       await berth.kill();
       berth = await berth.restart();
       // Wait for berth to be back (the Ready heartbeat comes from the new process).
@@ -330,17 +340,13 @@ function suite(kind: RuntimeKind): void {
         assert.equal(now?.containerID, was?.containerID, `${n} same container`);
         assert.equal(pod.status?.podIP, before[i]?.status?.podIP, `${n} same sandbox IP`);
       }
-      const { containers: containersAfter } = await cri.runtime.listContainers({});
+      const runtimeAfter = await ours();
       assert.deepEqual(
-        containersAfter.map((c) => c.id).sort(),
-        containersBefore.map((c) => c.id).sort(),
+        runtimeAfter.containers,
+        runtimeBefore.containers,
         'no container created or removed',
       );
-      assert.equal(
-        (await cri.runtime.listPodSandbox({})).items.length,
-        sandboxesBefore,
-        'no duplicate sandboxes',
-      );
+      assert.equal(runtimeAfter.sandboxes, runtimeBefore.sandboxes, 'no duplicate sandboxes');
       await cluster.kubectl(['-n', 'default', 'delete', 'pod', ...names, '--wait=false']);
     });
 
