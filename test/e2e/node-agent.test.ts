@@ -14,6 +14,8 @@ import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster, type RuntimeKind } from '../harness/cluster.ts';
 import {
   applyJson,
+  applyRegistrySecret,
+  listPods,
   busyboxPod,
   eventually,
   getJson,
@@ -192,15 +194,7 @@ function suite(kind: RuntimeKind): void {
       const pods = await eventually(
         '3 running replicas',
         async () => {
-          const list = await getJson<{ items: Pod[] }>(cluster, [
-            '-n',
-            'default',
-            'get',
-            'pods',
-            '-l',
-            'app=web',
-          ]);
-          const running = (list?.items ?? []).filter(isRunningAndReady);
+          const running = (await listPods(cluster, 'app=web')).filter(isRunningAndReady);
           return running.length === 3 ? running : undefined;
         },
         90_000,
@@ -210,15 +204,7 @@ function suite(kind: RuntimeKind): void {
       await eventually(
         'replica pods gone from the API',
         async () => {
-          const list = await getJson<{ items: Pod[] }>(cluster, [
-            '-n',
-            'default',
-            'get',
-            'pods',
-            '-l',
-            'app=web',
-          ]);
-          return (list?.items.length ?? 0) === 0 ? true : undefined;
+          return (await listPods(cluster, 'app=web')).length === 0 ? true : undefined;
         },
         30_000,
       );
@@ -237,19 +223,7 @@ function suite(kind: RuntimeKind): void {
     });
 
     test('a changed container image restarts the container with the new spec', async () => {
-      const { username, password } = cluster.registry.credentials;
-      const auth = Buffer.from(`${username}:${password}`).toString('base64');
-      await applyJson(cluster, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'respec-creds', namespace: 'default' },
-        type: 'kubernetes.io/dockerconfigjson',
-        data: {
-          '.dockerconfigjson': Buffer.from(
-            JSON.stringify({ auths: { [cluster.registry.host]: { auth } } }),
-          ).toString('base64'),
-        },
-      });
+      await applyRegistrySecret(cluster, 'respec-creds');
       await applyJson(
         cluster,
         busyboxPod(cluster, 'respec', berth.nodeName, {

@@ -10,6 +10,7 @@ import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster, type RuntimeKind } from '../harness/cluster.ts';
 import {
   applyJson,
+  applyRegistrySecret,
   busyboxPod,
   eventually,
   isRunningAndReady,
@@ -217,19 +218,7 @@ function suite(kind: RuntimeKind): void {
     });
 
     test('a private image runs with the right imagePullSecret and fails without it', async () => {
-      const { username, password } = cluster.registry.credentials;
-      const auth = Buffer.from(`${username}:${password}`).toString('base64');
-      await applyJson(cluster, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'registry-creds', namespace: 'default' },
-        type: 'kubernetes.io/dockerconfigjson',
-        data: {
-          '.dockerconfigjson': Buffer.from(
-            JSON.stringify({ auths: { [cluster.registry.host]: { auth } } }),
-          ).toString('base64'),
-        },
-      });
+      await applyRegistrySecret(cluster, 'registry-creds');
       await applyJson(
         cluster,
         busyboxPod(cluster, 'private-ok', node, {

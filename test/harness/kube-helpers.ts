@@ -131,3 +131,38 @@ export function busyboxPod(
     },
   };
 }
+
+/** A kubernetes.io/dockerconfigjson Secret holding the cluster registry's credentials. */
+export async function applyRegistrySecret(
+  cluster: Cluster,
+  name: string,
+  namespace = 'default',
+): Promise<void> {
+  const { username, password } = cluster.registry.credentials;
+  const auth = Buffer.from(`${username}:${password}`).toString('base64');
+  const config = JSON.stringify({ auths: { [cluster.registry.host]: { auth } } });
+  await applyJson(cluster, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace },
+    type: 'kubernetes.io/dockerconfigjson',
+    data: { '.dockerconfigjson': Buffer.from(config).toString('base64') },
+  });
+}
+
+/** Pods in `namespace` matching a label selector. */
+export async function listPods(
+  cluster: Cluster,
+  selector: string,
+  namespace = 'default',
+): Promise<Pod[]> {
+  const list = await getJson<{ items: Pod[] }>(cluster, [
+    '-n',
+    namespace,
+    'get',
+    'pods',
+    '-l',
+    selector,
+  ]);
+  return list?.items ?? [];
+}
