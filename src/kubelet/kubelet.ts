@@ -7,10 +7,11 @@
  * Stopping never kills pods: containers keep running and a restarted berth adopts them.
  */
 import type { Pod, Taint } from 'kubernetes-types/core/v1.js';
+import { AdmissionManager } from '../admission/manager.ts';
 import type { CriClient } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
 import { ImageManager } from '../images/manager.ts';
-import type { KubeClient } from '../kube/types.ts';
+import { inNamespace, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
 import { LeaseController } from '../nodelease/controller.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { NodeStatusManager } from '../nodestatus/manager.ts';
@@ -82,6 +83,7 @@ export class Kubelet {
   readonly #housekeeping: Housekeeping;
   readonly prober: ProberManager;
   readonly server: KubeletServer | undefined;
+  readonly admission: AdmissionManager;
 
   constructor(options: KubeletOptions, deps: KubeletDeps) {
     this.#o = options;
@@ -159,13 +161,17 @@ export class Kubelet {
       nodeName: options.nodeName,
       consumer: {
         add: (pod) => {
-          this.podWorkers.update(pod, 'add');
+          if (this.admission.admit(pod)) this.podWorkers.update(pod, 'add');
         },
         update: (pod) => {
-          this.podWorkers.update(pod, 'update');
+          if (this.admission.admit(pod)) this.podWorkers.update(pod, 'update');
+          else this.#deleteRejected(pod);
         },
         remove: (pod) => {
-          this.podWorkers.update(pod, 'remove');
+          const uid = pod.metadata?.uid ?? '';
+          if (this.admission.isRejected(uid)) this.status.remove(uid);
+          else this.podWorkers.update(pod, 'remove');
+          this.admission.forget(uid);
         },
       },
     });
@@ -189,6 +195,16 @@ export class Kubelet {
       evictionNodefsFraction: options.evictionNodefsFraction,
       healthProblems: () =>
         [this.pleg.healthProblem(), this.source.healthProblem()].filter((p) => p !== undefined),
+    });
+    this.admission = new AdmissionManager({
+      node: () => this.nodeStatus.node,
+      pods: () => this.source.pods(),
+      phase: (uid) => this.status.get(uid)?.phase,
+      setStatus: (pod, status) => {
+        this.status.set(pod, status);
+      },
+      recorder,
+      logger: logger.child({ component: 'admission' }),
     });
     this.lease = new LeaseController({
       client: kube,
@@ -223,6 +239,26 @@ export class Kubelet {
 
   get state(): KubeletState {
     return this.#state;
+  }
+
+  /** A rejected pod never ran: once it is being deleted, nothing holds it back. */
+  #deleteRejected(pod: Pod): void {
+    const m = pod.metadata;
+    if (m?.deletionTimestamp == null) return;
+    const signal = this.#abort.signal;
+    this.#d.kube
+      .delete(inNamespace(PODS, m.namespace ?? 'default'), m.name ?? '', {
+        gracePeriodSeconds: 0,
+        preconditions: { uid: m.uid ?? '' },
+        signal,
+      })
+      .catch((err: unknown) => {
+        if (!signal.aborted && !isNotFound(err))
+          this.#d.logger.warn('Cannot delete a rejected pod', {
+            pod: `${m.namespace ?? ''}/${m.name ?? ''}`,
+            error: String(err),
+          });
+      });
   }
 
   #onPlegEvents(events: readonly PodLifecycleEvent[]): void {

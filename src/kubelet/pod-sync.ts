@@ -71,6 +71,8 @@ export class PodSync implements PodSyncer {
   readonly #o: PodSyncOptions;
   /** Why containers are not running, per pod UID (what the status shows as waiting). */
   readonly #waiting = new Map<string, Map<string, WaitingReason>>();
+  /** Why a pod failed as a whole (deadline), kept for every later status of it. */
+  readonly #failed = new Map<string, { reason: string; message: string }>();
 
   constructor(options: PodSyncOptions) {
     this.#o = options;
@@ -92,6 +94,7 @@ export class PodSync implements PodSyncer {
     extra: { podFailure?: { reason: string; message: string }; terminating?: boolean } = {},
   ): string | undefined {
     const uid = pod.metadata?.uid ?? '';
+    const podFailure = extra.podFailure ?? this.#failed.get(uid);
     const prober = this.#o.prober;
     // Every runtime read ends here, so this is where probe workers follow the containers.
     if (prober !== undefined && extra.terminating !== true) prober.syncPod(pod, runtime);
@@ -106,7 +109,7 @@ export class PodSync implements PodSyncer {
         readiness: prober.readiness(pod, runtime),
         started: prober.started(pod, runtime),
       }),
-      ...(extra.podFailure !== undefined && { podFailure: extra.podFailure }),
+      ...(podFailure !== undefined && { podFailure }),
     });
     this.#o.status.set(pod, status);
     return status.phase;
@@ -151,6 +154,8 @@ export class PodSync implements PodSyncer {
     const uid = pod.metadata?.uid ?? '';
     const waiting = new Map<string, WaitingReason>();
     this.#waiting.set(uid, waiting);
+    const deadlineMs = this.#activeDeadlineRemaining(pod);
+    if (deadlineMs !== undefined && deadlineMs <= 0) return this.#deadlineExceeded(pod, signal);
     const blocked = unsupportedVolumes(pod);
     if (blocked !== undefined) {
       recorder.event(podRef(pod), 'Warning', 'FailedMount', blocked);
@@ -258,8 +263,37 @@ export class PodSync implements PodSyncer {
       const remaining = this.#o.crashBackoff.remaining(containerBackoffKey(uid, name));
       if (remaining > 0) requeue = Math.min(requeue ?? remaining, remaining);
     }
+    if (deadlineMs !== undefined) requeue = Math.min(requeue ?? deadlineMs, deadlineMs);
     const terminal = phase === 'Succeeded' || phase === 'Failed';
     return { terminal, ...(requeue !== undefined && !terminal && { requeueAfterMs: requeue }) };
+  }
+
+  /** Milliseconds left of spec.activeDeadlineSeconds (from the pod's start), if it has one. */
+  #activeDeadlineRemaining(pod: Pod): number | undefined {
+    const seconds = pod.spec?.activeDeadlineSeconds;
+    if (seconds === undefined) return undefined;
+    const start =
+      this.#o.status.get(pod.metadata?.uid ?? '')?.startTime ?? pod.status?.startTime ?? undefined;
+    if (start === undefined) return seconds * 1000;
+    return Date.parse(start) + seconds * 1000 - this.#o.clock.now();
+  }
+
+  /** Upstream's active deadline handler: stop everything, phase Failed, DeadlineExceeded. */
+  async #deadlineExceeded(pod: Pod, signal: AbortSignal): Promise<SyncResult> {
+    const message = 'Pod was active on the node longer than the specified deadline';
+    this.#o.recorder.event(podRef(pod), 'Normal', 'DeadlineExceeded', message);
+    this.#failed.set(pod.metadata?.uid ?? '', { reason: 'DeadlineExceeded', message });
+    const runtime = await this.#runtimeStatus(pod, signal);
+    await this.#killPod(
+      pod,
+      runtime,
+      pod.spec?.terminationGracePeriodSeconds ?? 30,
+      undefined,
+      signal,
+    );
+    await this.#o.pleg.relist(signal);
+    this.#report(pod, await this.#runtimeStatus(pod, signal));
+    return { terminal: true };
   }
 
   #sandboxConfig(pod: Pod, attempt: number): cri.PodSandboxConfig {
@@ -424,6 +458,7 @@ export class PodSync implements PodSyncer {
     }
     this.#o.status.remove(uid);
     this.#waiting.delete(uid);
+    this.#failed.delete(uid);
     for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
       this.#o.crashBackoff.reset(containerBackoffKey(uid, c.name));
     }

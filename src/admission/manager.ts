@@ -1,0 +1,107 @@
+/**
+ * Decides, once per pod, whether a new pod may start on this node (predicates.ts) and
+ * rejects it the way upstream's kubelet does: a Warning event with the reason, and
+ * phase Failed with "Pod was rejected: <message>". A rejected pod is never handed to the
+ * pod workers; it stays rejected until its object goes away.
+ */
+import type { Node, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
+import type { EventRecorder } from '../events/types.ts';
+import { qosClassOf } from '../kuberuntime/qos.ts';
+import type { Logger } from '../util/logger.ts';
+import { admitPod, type PodAdmitResult } from './predicates.ts';
+
+export interface AdmissionOptions {
+  /** The node object as last registered/updated; undefined before registration. */
+  readonly node: () => Node | undefined;
+  /** Every pod bound to the node (the pod source's view). */
+  readonly pods: () => ReadonlyMap<string, Pod>;
+  /** The phase berth last computed for a pod, if any. */
+  readonly phase: (uid: string) => string | undefined;
+  readonly setStatus: (pod: Pod, status: PodStatus) => void;
+  readonly recorder: EventRecorder;
+  readonly logger: Logger;
+}
+
+function isTerminalPhase(phase: string | undefined): boolean {
+  return phase === 'Succeeded' || phase === 'Failed';
+}
+
+export class AdmissionManager {
+  readonly #o: AdmissionOptions;
+  readonly #admitted = new Set<string>();
+  readonly #rejected = new Set<string>();
+
+  constructor(options: AdmissionOptions) {
+    this.#o = options;
+  }
+
+  /** True when the pod may run (or already runs); false when it is (or was) rejected. */
+  admit(pod: Pod): boolean {
+    const uid = pod.metadata?.uid ?? '';
+    if (this.#rejected.has(uid)) return false;
+    if (this.#admitted.has(uid)) return true;
+    // A pod that already ended (before a restart of berth) is not admitted again: the pod
+    // workers only report it.
+    if (isTerminalPhase(pod.status?.phase)) {
+      this.#admitted.add(uid);
+      return true;
+    }
+    const node = this.#o.node();
+    const result: PodAdmitResult =
+      node === undefined
+        ? { admit: false, reason: 'InvalidNodeInfo', message: 'Kubelet cannot get node info.' }
+        : admitPod({ pod, node, active: this.#active(uid) });
+    if (result.admit) {
+      this.#admitted.add(uid);
+      return true;
+    }
+    this.#rejected.add(uid);
+    const m = pod.metadata ?? {};
+    this.#o.logger.info('Pod admission rejected', {
+      pod: `${m.namespace ?? ''}/${m.name ?? ''}`,
+      uid,
+      reason: result.reason,
+      message: result.message,
+    });
+    this.#o.recorder.event(
+      {
+        kind: 'Pod',
+        apiVersion: 'v1',
+        namespace: m.namespace ?? '',
+        name: m.name ?? '',
+        uid,
+      },
+      'Warning',
+      result.reason,
+      result.message,
+    );
+    this.#o.setStatus(pod, {
+      ...pod.status,
+      phase: 'Failed',
+      reason: result.reason,
+      message: `Pod was rejected: ${result.message}`,
+      qosClass: pod.status?.qosClass ?? qosClassOf(pod),
+    });
+    return false;
+  }
+
+  isRejected(uid: string): boolean {
+    return this.#rejected.has(uid);
+  }
+
+  /** The pod object is gone. */
+  forget(uid: string): void {
+    this.#admitted.delete(uid);
+    this.#rejected.delete(uid);
+  }
+
+  #active(except: string): Pod[] {
+    const out: Pod[] = [];
+    for (const [uid, pod] of this.#o.pods()) {
+      if (uid === except || !this.#admitted.has(uid)) continue;
+      if (isTerminalPhase(this.#o.phase(uid) ?? pod.status?.phase)) continue;
+      out.push(pod);
+    }
+    return out;
+  }
+}
