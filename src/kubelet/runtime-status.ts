@@ -15,6 +15,7 @@ import {
   type RuntimePodStatus,
   type SandboxStatus,
 } from '../kuberuntime/runtime-state.ts';
+import { terminationMessage } from '../kuberuntime/termination-message.ts';
 import type { RuntimePodSnapshot } from '../pleg/types.ts';
 
 export class RuntimeStatusReader {
@@ -58,7 +59,14 @@ export class RuntimeStatusReader {
         try {
           const status = await this.#runtime.containerStatus({ containerId: c.id }, { signal });
           if (status.status === undefined) return containerFromList(c);
-          const converted = containerFromStatus(status.status, c.podSandboxId);
+          let converted = containerFromStatus(status.status, c.podSandboxId);
+          if (c.state === cri.ContainerState.CONTAINER_EXITED) {
+            const extra = await terminationMessage(status.status);
+            if (extra !== '') {
+              const own = converted.message ?? '';
+              converted = { ...converted, message: own === '' ? extra : `${own}: ${extra}` };
+            }
+          }
           // Created/unknown containers may change without a state change being visible.
           if (
             c.state === cri.ContainerState.CONTAINER_EXITED ||

@@ -1,0 +1,46 @@
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { after, test } from 'node:test';
+import { CgroupfsManager, detectCgroupVersion, sharesToWeight } from './cgroupfs.ts';
+import { cgroupManagerContract } from './contract.ts';
+import { FakeCgroupManager } from './fake.ts';
+
+const version = await detectCgroupVersion();
+const real = new CgroupfsManager({ version });
+
+cgroupManagerContract('fake', () => new FakeCgroupManager());
+cgroupManagerContract(`cgroupfs ${version} (this host)`, () => real);
+
+const root = `/berth-cgtest-${randomBytes(3).toString('hex')}`;
+after(() => real.destroy(root));
+
+test(
+  'limits land in the controller files the kernel reads',
+  { skip: version !== 'v1' },
+  async () => {
+    await real.ensure(`${root}/pod1`, {
+      cpuShares: 512,
+      cpuQuota: 50_000,
+      cpuPeriod: 100_000,
+      memoryLimit: 64 * 1024 * 1024,
+      pidsLimit: 42,
+    });
+    const read = (c: string, f: string) => readFile(`/sys/fs/cgroup/${c}${root}/pod1/${f}`, 'utf8');
+    assert.equal((await read('cpu', 'cpu.shares')).trim(), '512');
+    assert.equal((await read('cpu', 'cpu.cfs_quota_us')).trim(), '50000');
+    assert.equal((await read('memory', 'memory.limit_in_bytes')).trim(), String(64 * 1024 * 1024));
+    assert.equal((await read('pids', 'pids.max')).trim(), '42');
+    // A new cpuset cgroup got the parent's cpus and mems, or nothing could run in it.
+    assert.notEqual((await read('cpuset', 'cpuset.cpus')).trim(), '');
+    assert.notEqual((await read('cpuset', 'cpuset.mems')).trim(), '');
+    await real.update(`${root}/pod1`, {});
+    assert.equal((await read('pids', 'pids.max')).trim(), 'max');
+  },
+);
+
+test('cpu.shares to cpu.weight as upstream converts them', () => {
+  assert.equal(sharesToWeight(2), 1);
+  assert.equal(sharesToWeight(1024), 39);
+  assert.equal(sharesToWeight(262144), 10000);
+});

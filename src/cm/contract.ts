@@ -1,0 +1,49 @@
+/** The CgroupManager contract: the real cgroupfs manager and the fake both pass it. */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, describe, test } from 'node:test';
+import type { CgroupManager } from './types.ts';
+
+export function cgroupManagerContract(name: string, make: () => CgroupManager): void {
+  describe(`CgroupManager contract: ${name}`, () => {
+    const cg = make();
+    const root = `/berth-contract-${randomBytes(3).toString('hex')}`;
+    after(() => cg.destroy(root));
+
+    test('ensure creates missing parents, is idempotent, and exists/children see it', async () => {
+      await cg.ensure(`${root}/kubepods/burstable/podabc`, { cpuShares: 512 });
+      await cg.ensure(`${root}/kubepods/burstable/podabc`, { cpuShares: 512 });
+      assert.equal(await cg.exists(`${root}/kubepods/burstable/podabc`), true);
+      assert.equal(await cg.exists(`${root}/kubepods`), true);
+      assert.equal(await cg.exists(`${root}/kubepods/besteffort`), false);
+      assert.deepEqual(await cg.children(`${root}/kubepods/burstable`), [
+        `${root}/kubepods/burstable/podabc`,
+      ]);
+    });
+
+    test('update applies limits to an existing cgroup; a missing one is an error', async () => {
+      await cg.update(`${root}/kubepods/burstable/podabc`, {
+        cpuShares: 256,
+        cpuQuota: 50_000,
+        cpuPeriod: 100_000,
+        memoryLimit: 64 * 1024 * 1024,
+        pidsLimit: 100,
+      });
+      await assert.rejects(cg.update(`${root}/nope`, { cpuShares: 2 }));
+    });
+
+    test('an empty cgroup has no pids; destroy removes it with its children', async () => {
+      assert.deepEqual(await cg.pids(`${root}/kubepods`), []);
+      await cg.destroy(`${root}/kubepods/burstable`);
+      assert.equal(await cg.exists(`${root}/kubepods/burstable/podabc`), false);
+      assert.equal(await cg.exists(`${root}/kubepods/burstable`), false);
+      assert.equal(await cg.exists(`${root}/kubepods`), true);
+      await cg.destroy(`${root}/never-existed`);
+    });
+
+    test('names that leave the root are refused', async () => {
+      await assert.rejects(cg.ensure('/../etc', {}), { code: 'BERTH_CGROUP' });
+      await assert.rejects(cg.ensure('/', {}), { code: 'BERTH_CGROUP' });
+    });
+  });
+}

@@ -1,0 +1,46 @@
+/**
+ * The container manager's cgroup layer (upstream pkg/kubelet/cm): berth creates the
+ * QoS hierarchy `<cgroupRoot>/kubepods[/burstable|/besteffort]/pod<uid>` itself and
+ * sets pod-level limits there, so a pod as a whole cannot exceed what it asked for
+ * even while the runtime starts and stops its containers inside.
+ *
+ * A cgroup is named by its path relative to the hierarchy root, in cgroupfs form
+ * ("/kubepods/burstable/pod1234"); the systemd driver's slice names are derived from
+ * that (names.ts).
+ */
+import { BerthError } from '../util/errors.ts';
+
+/** Pod-level limits, in upstream's units (ResourceConfig). */
+export interface CgroupResources {
+  /** cgroup v1 cpu.shares (v2: converted to cpu.weight). */
+  readonly cpuShares?: number;
+  /** CFS quota in microseconds per period; -1 = unlimited. */
+  readonly cpuQuota?: number;
+  readonly cpuPeriod?: number;
+  /** Bytes; undefined = unlimited. */
+  readonly memoryLimit?: number;
+  /** Maximum number of processes; undefined = unlimited. */
+  readonly pidsLimit?: number;
+}
+
+export interface CgroupManager {
+  /** 'v1' (per-controller hierarchies) or 'v2' (unified). */
+  readonly version: 'v1' | 'v2';
+  /** Creates the cgroup (and missing parents) and applies `resources`. Idempotent. */
+  ensure(name: string, resources: CgroupResources): Promise<void>;
+  /** Applies `resources` to an existing cgroup. */
+  update(name: string, resources: CgroupResources): Promise<void>;
+  exists(name: string): Promise<boolean>;
+  /** PIDs in the cgroup and its children. */
+  pids(name: string): Promise<number[]>;
+  /** Removes the cgroup and its (empty) children. Missing: no error. */
+  destroy(name: string): Promise<void>;
+  /** Child cgroup names (full names) directly below `name`. */
+  children(name: string): Promise<string[]>;
+}
+
+export class CgroupError extends BerthError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('BERTH_CGROUP', message, options);
+  }
+}
