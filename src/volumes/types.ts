@@ -100,6 +100,8 @@ export type VolumeErrorCode =
 
 export class VolumeError extends BerthError {
   declare readonly code: VolumeErrorCode;
+  // Not useless: it narrows the accepted codes to VolumeErrorCode.
+  // eslint-disable-next-line @typescript-eslint/no-useless-constructor
   constructor(code: VolumeErrorCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
   }
