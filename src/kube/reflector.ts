@@ -259,6 +259,8 @@ export class Reflector<T extends Listed> {
       watch.abort(signal.reason);
     };
     signal.addEventListener('abort', onAbort, { once: true });
+    // An 'abort' that happened before the listener existed (e.g. inside onSync) never fires.
+    if (signal.aborted) watch.abort(signal.reason);
     const started = clock.now();
     let lastActivity = started;
     let received = 0;

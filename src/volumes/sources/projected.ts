@@ -1,0 +1,155 @@
+/**
+ * projected volumes (upstream pkg/volume/projected): configMap, secret, downwardAPI and
+ * serviceAccountToken sources merged into one directory on tmpfs. Every source is
+ * collected, failures are reported together (as upstream's error aggregate), and two
+ * sources writing the same path are refused.
+ */
+import type { Pod, ProjectedVolumeSource, Volume } from 'kubernetes-types/core/v1.js';
+import {
+  VolumeError,
+  type DownwardResolver,
+  type Payload,
+  type ResolvedPayload,
+} from '../types.ts';
+import { configMapPayload } from './configmap.ts';
+import { downwardApiPayload } from './downward-api.ts';
+import {
+  checkPayloadPath,
+  DEFAULT_MODE,
+  mergePayload,
+  PLUGIN_PROJECTED,
+  readObject,
+  type MutablePayload,
+  type ObjectReader,
+} from './payload.ts';
+import { secretPayload } from './secret.ts';
+import { DEFAULT_TOKEN_EXPIRATION_SECONDS, type ServiceAccountTokens } from './token-manager.ts';
+
+/** What a projected volume reads from. */
+export interface ProjectedDeps {
+  readonly objects: ObjectReader;
+  readonly tokens: ServiceAccountTokens;
+  readonly downward: DownwardResolver;
+}
+
+/** The service account a pod runs as (the apiserver defaults it to "default"). */
+export function podServiceAccount(pod: Pod): string {
+  const name = pod.spec?.serviceAccountName ?? pod.spec?.serviceAccount ?? '';
+  return name === '' ? 'default' : name;
+}
+
+async function tokenPayload(
+  pod: Pod,
+  source: NonNullable<NonNullable<ProjectedVolumeSource['sources']>[number]['serviceAccountToken']>,
+  defaultMode: number,
+  tokens: ServiceAccountTokens,
+  signal: AbortSignal,
+): Promise<Payload> {
+  checkPayloadPath(source.path, 'serviceAccountToken');
+  const audience = source.audience ?? '';
+  const token = await tokens.getToken(
+    {
+      namespace: pod.metadata?.namespace ?? 'default',
+      serviceAccount: podServiceAccount(pod),
+      audiences: audience === '' ? [] : [audience],
+      expirationSeconds: source.expirationSeconds ?? DEFAULT_TOKEN_EXPIRATION_SECONDS,
+      pod: { name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '' },
+    },
+    signal,
+  );
+  // As upstream: with an fsGroup the token starts 0600 and the ownership step adds group
+  // read, so the token is never readable by other users of the node.
+  const mode = pod.spec?.securityContext?.fsGroup === undefined ? defaultMode & 0o777 : 0o600;
+  return new Map([[source.path, { data: Buffer.from(token.token, 'utf8'), mode }]]);
+}
+
+type Source = NonNullable<ProjectedVolumeSource['sources']>[number];
+
+async function sourcePayload(
+  pod: Pod,
+  source: Source,
+  defaultMode: number,
+  deps: ProjectedDeps,
+  signal: AbortSignal,
+): Promise<Payload> {
+  const namespace = pod.metadata?.namespace ?? 'default';
+  if (source.configMap !== undefined) {
+    const name = source.configMap.name ?? '';
+    const object = await readObject(deps.objects, 'configmap', namespace, name, signal);
+    return configMapPayload(name, object, {
+      items: source.configMap.items,
+      defaultMode,
+      optional: source.configMap.optional === true,
+    });
+  }
+  if (source.secret !== undefined) {
+    const name = source.secret.name ?? '';
+    const object = await readObject(deps.objects, 'secret', namespace, name, signal);
+    return secretPayload(name, object, {
+      items: source.secret.items,
+      defaultMode,
+      optional: source.secret.optional === true,
+    });
+  }
+  if (source.downwardAPI !== undefined) {
+    return downwardApiPayload(pod, source.downwardAPI.items ?? [], defaultMode, deps.downward);
+  }
+  if (source.serviceAccountToken !== undefined) {
+    return tokenPayload(pod, source.serviceAccountToken, defaultMode, deps.tokens, signal);
+  }
+  if (source.clusterTrustBundle !== undefined) {
+    throw new VolumeError(
+      'BERTH_VOLUME_INVALID',
+      'Cannot project a clusterTrustBundle: berth does not support ClusterTrustBundle projections',
+    );
+  }
+  throw new VolumeError(
+    'BERTH_VOLUME_INVALID',
+    `Cannot project source ${JSON.stringify(Object.keys(source))}: berth does not know it`,
+  );
+}
+
+/** Resolves a projected volume of `pod`. */
+export async function resolveProjectedVolume(
+  pod: Pod,
+  volume: Volume,
+  source: ProjectedVolumeSource,
+  deps: ProjectedDeps,
+  signal: AbortSignal,
+): Promise<ResolvedPayload> {
+  const defaultMode = source.defaultMode ?? DEFAULT_MODE;
+  const payload: MutablePayload = new Map();
+  const errors: unknown[] = [];
+  for (const item of source.sources ?? []) {
+    try {
+      mergePayload(payload, await sourcePayload(pod, item, defaultMode, deps, signal), volume.name);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      errors.push(err);
+    }
+  }
+  if (errors.length > 0) throw aggregate(errors);
+  return { payload, medium: 'memory', plugin: PLUGIN_PROJECTED };
+}
+
+/** One error as is; several as `[a, b]` (upstream's aggregate) with the first one's code. */
+function aggregate(errors: readonly unknown[]): VolumeError {
+  const volumeErrors = errors.map((err) =>
+    err instanceof VolumeError
+      ? err
+      : new VolumeError(
+          'BERTH_VOLUME_SOURCE_ERROR',
+          err instanceof Error ? err.message : String(err),
+          {
+            cause: err,
+          },
+        ),
+  );
+  const [first] = volumeErrors;
+  if (first === undefined || volumeErrors.length === 1) {
+    return first ?? new VolumeError('BERTH_VOLUME_SOURCE_ERROR', 'unknown error');
+  }
+  return new VolumeError(first.code, `[${volumeErrors.map((e) => e.message).join(', ')}]`, {
+    cause: new AggregateError(volumeErrors),
+  });
+}
