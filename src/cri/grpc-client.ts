@@ -11,6 +11,7 @@ import {
   status as GrpcStatus,
   type ServiceError,
 } from '@grpc/grpc-js';
+import type { KubeletMetrics } from '../metrics/registry.ts';
 import * as api from './gen/runtime/v1/api.ts';
 import { criErrorFrom } from './errors.ts';
 import { IMAGE_REQUESTS, RUNTIME_REQUESTS } from './request-codecs.ts';
@@ -28,6 +29,30 @@ export interface GrpcCriClientOptions {
   readonly defaultTimeoutMs?: number;
   /** Largest message either way; upstream raises gRPC's 4 MiB to 16 MiB. */
   readonly maxMessageBytes?: number;
+  /**
+   * Records kubelet_runtime_operations_total / _duration_seconds / _errors_total per
+   * unary call, and kubelet_run_podsandbox_duration_seconds / _errors_total.
+   */
+  readonly metrics?: KubeletMetrics;
+}
+
+/**
+ * Upstream's operation_type of a CRI method: snake case, "PodSandbox" as one word
+ * (run_podsandbox, list_podsandbox_stats), UpdateContainerResources as update_container.
+ */
+export function criOperationType(method: string): string {
+  if (method === 'UpdateContainerResources') return 'update_container';
+  return method
+    .replace(/PodSandbox/g, 'Podsandbox')
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .toLowerCase();
+}
+
+/** Prepared metric children per method, so a call records without label lookups. */
+interface OperationMetrics {
+  readonly total: { inc(): void };
+  readonly errors: { inc(): void };
+  readonly duration: { observe(v: number): void };
 }
 
 const DEFAULT_TIMEOUT_MS = 120_000;
@@ -55,12 +80,15 @@ export class GrpcCriClient implements CriClient {
   readonly image: ImageService;
   readonly #client: Client;
   readonly #defaultTimeoutMs: number;
+  readonly #metrics: KubeletMetrics | undefined;
+  readonly #operations = new Map<string, OperationMetrics>();
   #closed = false;
 
   /** `socketPath` is the runtime's unix socket, e.g. /run/containerd/containerd.sock. */
   constructor(socketPath: string, options: GrpcCriClientOptions = {}) {
     this.endpoint = `unix://${socketPath}`;
     this.#defaultTimeoutMs = options.defaultTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#metrics = options.metrics;
     const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
     // The channel connects lazily, on the first call: constructing does no I/O.
     this.#client = new Client(this.endpoint, credentials.createInsecure(), {
@@ -149,6 +177,7 @@ export class GrpcCriClient implements CriClient {
       );
     }
     const deadline = this.#deadline(def.path, opts);
+    const started = this.#metrics === undefined ? 0 : performance.now();
     return new Promise<Res>((resolve, reject) => {
       const onAbort = (): void => {
         call.cancel();
@@ -162,6 +191,7 @@ export class GrpcCriClient implements CriClient {
         deadline === undefined ? {} : { deadline },
         (err, response) => {
           signal?.removeEventListener('abort', onAbort);
+          if (this.#metrics !== undefined) this.#record(method, started, err !== null, request);
           if (err !== null) {
             reject(criErrorFrom(method, err.code, err.details, err, site.stack));
           } else if (response === undefined) {
@@ -175,6 +205,30 @@ export class GrpcCriClient implements CriClient {
       );
       signal?.addEventListener('abort', onAbort, { once: true });
     });
+  }
+
+  #record(method: string, started: number, failed: boolean, request: unknown): void {
+    const m = this.#metrics;
+    if (m === undefined) return;
+    let op = this.#operations.get(method);
+    if (op === undefined) {
+      const operation_type = criOperationType(method.slice(method.indexOf('/') + 1));
+      op = {
+        total: m.runtimeOperations.labels({ operation_type }),
+        errors: m.runtimeOperationsErrors.labels({ operation_type }),
+        duration: m.runtimeOperationsDuration.labels({ operation_type }),
+      };
+      this.#operations.set(method, op);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    op.total.inc();
+    op.duration.observe(seconds);
+    if (failed) op.errors.inc();
+    if (method === 'RuntimeService/RunPodSandbox') {
+      const handler = (request as Partial<api.RunPodSandboxRequest>).runtimeHandler ?? '';
+      m.runPodSandboxDuration.observe({ runtime_handler: handler }, seconds);
+      if (failed) m.runPodSandboxErrors.inc({ runtime_handler: handler });
+    }
   }
 
   async *#stream<Req, Res>(

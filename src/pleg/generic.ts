@@ -3,6 +3,7 @@
  * requests made while one runs coalesce into a single follow-up relist.
  */
 import { cri, CriUnimplementedError, type RuntimeService } from '../cri/index.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
 import { retryDelay } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
@@ -28,6 +29,8 @@ export interface PlegOptions {
   readonly eventedRelistMs?: number;
   /** Use GetContainerEvents when the runtime offers it. */
   readonly evented?: boolean;
+  /** Records kubelet_pleg_relist_duration/interval_seconds and pleg_last_seen_seconds. */
+  readonly metrics?: KubeletMetrics;
 }
 
 const UNHEALTHY_AFTER_MS = 3 * 60_000;
@@ -47,6 +50,8 @@ export class RelistPleg implements Pleg {
   readonly #o: PlegOptions;
   #pods = new Map<string, RuntimePodSnapshot>();
   #lastRelistAt = 0;
+  /** When the previous relist began (upstream measures the interval start to start). */
+  #lastRelistStart = 0;
   #relisting: Promise<void> | undefined;
   #again = false;
   #eventsUp = false;
@@ -102,6 +107,20 @@ export class RelistPleg implements Pleg {
   }
 
   async #relistOnce(signal: AbortSignal | undefined): Promise<void> {
+    const m = this.#o.metrics;
+    const started = this.#o.clock.now();
+    if (m !== undefined && this.#lastRelistStart > 0)
+      m.plegRelistInterval.observe((started - this.#lastRelistStart) / 1000);
+    this.#lastRelistStart = started;
+    try {
+      await this.#diffRuntime(signal);
+    } finally {
+      m?.plegRelistDuration.observe((this.#o.clock.now() - started) / 1000);
+    }
+    m?.plegLastSeen.set(Math.floor(this.#lastRelistAt / 1000));
+  }
+
+  async #diffRuntime(signal: AbortSignal | undefined): Promise<void> {
     const opts = signal === undefined ? {} : { signal };
     const [sandboxes, containers] = await Promise.all([
       this.#o.runtime.listPodSandbox({}, opts),

@@ -3,6 +3,7 @@
  * runs at most one operation at a time and always works on the newest pod it was given.
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import type { PodSyncer, PodUpdateKind, PodWorkerState } from './types.ts';
@@ -15,7 +16,12 @@ export interface PodWorkersOptions {
   readonly errorBackoffMs?: number;
   /** Upstream minimum honoured grace period. */
   readonly minGracePeriodSeconds?: number;
+  /** Records kubelet_pod_worker_duration_seconds{operation_type}. */
+  readonly metrics?: KubeletMetrics;
 }
+
+/** operation_type of kubelet_pod_worker_duration_seconds: upstream's sync types plus the termination steps. */
+export type PodWorkerOperation = 'create' | 'update' | 'sync' | 'terminating' | 'terminated';
 
 interface Worker {
   readonly uid: string;
@@ -30,6 +36,10 @@ interface Worker {
   current: AbortController | undefined;
   timer: AbortController | undefined;
   gracePeriodSeconds: number | undefined;
+  /** A syncPod has completed once (the next is not a "create"). */
+  synced: boolean;
+  /** The spec changed since the last sync (an "update" rather than a resync). */
+  updated: boolean;
   /** Settles when the worker is forgotten; for waiters on a UID. */
   done: Promise<void>;
   finish: () => void;
@@ -82,6 +92,8 @@ export class PodWorkers {
         current: undefined,
         timer: undefined,
         gracePeriodSeconds: undefined,
+        synced: false,
+        updated: false,
         done,
         finish,
       };
@@ -90,6 +102,7 @@ export class PodWorkers {
       w.pod = pod;
     }
     if (kind === 'remove') w.removed = true;
+    if (kind === 'update') w.updated = true;
     if (w.state === 'syncing' && (w.removed || pod.metadata?.deletionTimestamp != null))
       this.#beginTermination(w);
     w.dirty = true;
@@ -203,10 +216,31 @@ export class PodWorkers {
   }
 
   async #step(w: Worker, signal: AbortSignal, log: ReturnType<Logger['child']>): Promise<void> {
+    const m = this.#o.metrics;
+    if (m === undefined) {
+      await this.#run(w, signal, log);
+      return;
+    }
+    const operation: PodWorkerOperation =
+      w.state !== 'syncing' ? w.state : !w.synced ? 'create' : w.updated ? 'update' : 'sync';
+    const started = this.#o.clock.now();
+    try {
+      await this.#run(w, signal, log);
+    } finally {
+      m.podWorkerDuration.observe(
+        { operation_type: operation },
+        (this.#o.clock.now() - started) / 1000,
+      );
+    }
+  }
+
+  async #run(w: Worker, signal: AbortSignal, log: ReturnType<Logger['child']>): Promise<void> {
     const syncer = this.#o.syncer;
     switch (w.state) {
       case 'syncing': {
+        w.updated = false;
         const result = await syncer.syncPod(w.pod, signal);
+        w.synced = true;
         if (result.terminal === true) {
           log.info('Pod reached a terminal phase, terminating it');
           w.state = 'terminating';

@@ -18,6 +18,8 @@ import type { Duplex } from 'node:stream';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
 import type { KubeClient } from '../kube/types.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
+import type { StatsProvider } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAbortError } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
@@ -41,6 +43,7 @@ import {
   type ParsedTarget,
   type StreamKind,
 } from './handlers.ts';
+import { kubeletHealthChecks, serveMonitoring, type MonitoringDeps } from './monitoring.ts';
 import { proxyUpgrade, writeRawResponse } from './streaming.ts';
 
 /** The CIS-approved TLS 1.2 suites; TLS 1.3 suites are all strong and left as Node's. */
@@ -54,6 +57,21 @@ const CIPHERS = [
 ].join(':');
 
 const STREAM_ROUTES: ReadonlySet<string> = new Set(['exec', 'attach', 'portForward']);
+/** Root paths reported as such in kubelet_http_requests_*; anything else is "other". */
+const METRIC_PATHS: ReadonlySet<string> = new Set([
+  ...STREAM_ROUTES,
+  'containerLogs',
+  'runningpods',
+  'pods',
+  'healthz',
+  'metrics',
+  'stats',
+  'configz',
+  'run',
+  'logs',
+  'checkpoint',
+  'debug',
+]);
 const DEBUG_ROUTES: ReadonlySet<string> = new Set([
   ...STREAM_ROUTES,
   'containerLogs',
@@ -80,6 +98,8 @@ export interface KubeletServerOptions {
   readonly podLogsDir: string;
   /** enableDebuggingHandlers: false leaves out logs, exec, attach, portForward, runningpods. */
   readonly debuggingHandlers: boolean;
+  /** The effective KubeletConfiguration (v1beta1, as JSON) /configz shows; absent: 404. */
+  readonly configz?: unknown;
 }
 
 export interface KubeletServerDeps {
@@ -88,6 +108,12 @@ export interface KubeletServerDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly pods: () => ReadonlyMap<string, Pod>;
+  /** Serves /metrics and /metrics/probes and counts requests; absent: those routes 404. */
+  readonly metrics?: KubeletMetrics;
+  /** Serves /stats/summary and /metrics/resource; absent: 404 / resource_scrape_error 1. */
+  readonly stats?: StatsProvider;
+  /** The syncloop healthz check: why the sync loop is unhealthy, else undefined. */
+  readonly syncLoopHealth?: () => string | undefined;
 }
 
 export type KubeletServerState = 'NEW' | 'RUNNING' | 'STOPPED';
@@ -99,6 +125,7 @@ export class KubeletServer {
   readonly #handlers: HandlerDeps;
   readonly #authn: Authenticator;
   readonly #authz: Authorizer;
+  readonly #monitoring: MonitoringDeps;
   #state: KubeletServerState = 'NEW';
   #https: HttpsServer | undefined;
   #healthz: Server | undefined;
@@ -114,6 +141,13 @@ export class KubeletServer {
       nodeName: options.nodeName,
       podLogsDir: options.podLogsDir,
       pods: deps.pods,
+    };
+    this.#monitoring = {
+      logger: deps.logger,
+      metrics: deps.metrics,
+      stats: deps.stats,
+      configz: options.configz,
+      healthChecks: kubeletHealthChecks(deps.syncLoopHealth),
     };
     this.#authn = new Authenticator({
       kube: deps.kube,
@@ -252,9 +286,34 @@ export class KubeletServer {
     );
   }
 
+  /** Counts a request in kubelet_http_* and returns what to call when it is over. */
+  #track(req: IncomingMessage, longRunning: boolean): () => void {
+    const m = this.#d.metrics;
+    if (m === undefined) return () => undefined;
+    const first = (req.url ?? '').split(/[/?]/)[1] ?? '';
+    const labels = {
+      method: req.method ?? '',
+      path: METRIC_PATHS.has(first) ? first : 'other',
+      server_type: 'readwrite',
+      long_running: String(longRunning),
+    };
+    m.httpRequests.inc(labels);
+    m.httpInflightRequests.inc(labels);
+    const started = performance.now();
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      m.httpInflightRequests.dec(labels);
+      m.httpRequestsDuration.observe(labels, (performance.now() - started) / 1000);
+    };
+  }
+
   #onRequest(req: IncomingMessage, res: ServerResponse): void {
     const abort = new AbortController();
+    const finished = this.#track(req, false);
     res.on('close', () => {
+      finished();
       abort.abort();
     });
     res.on('error', (err) => {
@@ -282,10 +341,7 @@ export class KubeletServer {
     if (req.headers.upgrade !== undefined) {
       throw new HttpError(400, `Cannot upgrade /${first}: the route has no streaming protocol`);
     }
-    if (first === 'healthz' && target.segments.length === 1) {
-      res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' }).end('ok');
-      return;
-    }
+    if (await serveMonitoring(this.#monitoring, target, req, res, signal)) return;
     if (first === 'pods' && target.segments.length === 1) {
       if (req.method !== 'GET' && req.method !== 'HEAD')
         throw new HttpError(405, 'Cannot serve /pods: GET only');
@@ -314,10 +370,12 @@ export class KubeletServer {
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     this.#streams.add(socket);
     const abort = new AbortController();
+    const finished = this.#track(req, true);
     socket.on('error', (err) => {
       this.#d.logger.debug('Stream socket error', { error: String(err) });
     });
     socket.on('close', () => {
+      finished();
       this.#streams.delete(socket);
       abort.abort();
     });
