@@ -1,8 +1,12 @@
 /**
  * Builds berth's test images from Debian binaries into $BERTH_CACHE/images/, as OCI
  * layouts and archives. No image comes from the internet.
- *   pause   - images/pause/pause.c, compiled static with Debian's gcc
- *   busybox - Debian's busybox-static with one link per applet
+ *   pause       - images/pause/pause.c, compiled static with Debian's gcc
+ *   busybox     - Debian's busybox-static with one link per applet
+ *   grpc-health - hack/images/grpc-health (a grpc.health.v1 server for gRPC probe
+ *                 tests, and /kube-get, an API client using the pod's service-account
+ *                 volume), built static (CGO_ENABLED=0) with the machine's Go; its
+ *                 modules come from the Go module proxy, pinned by go.sum
  *
  *   node hack/images/build.ts        (prints one JSON line per image)
  */
@@ -101,6 +105,53 @@ async function busyboxRecipe(): Promise<ImageRecipe> {
   };
 }
 
+function goBuildOptions(dir: string): {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  timeoutMs: number;
+} {
+  return {
+    cwd: dir,
+    // Static, so the image needs nothing but the binary; -mod=readonly keeps go.sum
+    // the only source of module versions.
+    env: { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=readonly -buildvcs=false' },
+    // A cold module download and build take minutes on 2 cores.
+    timeoutMs: 600_000,
+  };
+}
+
+async function grpcHealthRecipe(): Promise<ImageRecipe> {
+  const dir = join(REPO_ROOT, 'hack/images/grpc-health');
+  const { stdout: goVersion } = await run('go', ['version']).catch(() => {
+    throw new Error('Cannot build the grpc-health image: Go is not installed (run make deps)');
+  });
+  // Cached by content: the recipe's revision, the sources, the pinned modules and the
+  // toolchain. Bump the revision when populate() changes.
+  const hash = createHash('sha256').update('grpc-health recipe 3\n').update(goVersion);
+  for (const file of ['main.go', 'kube-get/main.go', 'go.mod', 'go.sum'])
+    hash.update(await readFile(join(dir, file)));
+  return {
+    name: 'grpc-health',
+    tag: `1.0-${hash.digest('hex').slice(0, 12)}`,
+    config: { entrypoint: ['/grpc-health'], user: '65534:65534' },
+    async populate(rootfs) {
+      // mkdtemp makes the root 0700; the server runs as nobody and must traverse "/".
+      await chmod(rootfs, 0o755);
+      await run(
+        'go',
+        ['build', '-trimpath', '-ldflags', '-s -w', '-o', join(rootfs, 'grpc-health'), '.'],
+        goBuildOptions(dir),
+      );
+      // The volume tests' API client: token and CA from the service-account volume.
+      await run(
+        'go',
+        ['build', '-trimpath', '-ldflags', '-s -w', '-o', join(rootfs, 'kube-get'), './kube-get'],
+        goBuildOptions(dir),
+      );
+    },
+  };
+}
+
 async function build(recipe: ImageRecipe): Promise<BuiltImage> {
   const key = `${recipe.name}_${recipe.tag}`;
   const layout = join(cacheDir(), 'images', key);
@@ -124,12 +175,17 @@ async function build(recipe: ImageRecipe): Promise<BuiltImage> {
 }
 
 /** Builds (or finds in the cache) every test image. */
-export async function buildImages(): Promise<{ pause: BuiltImage; busybox: BuiltImage }> {
-  const [pause, busybox] = await Promise.all([
+export async function buildImages(): Promise<{
+  pause: BuiltImage;
+  busybox: BuiltImage;
+  grpcHealth: BuiltImage;
+}> {
+  const [pause, busybox, grpcHealth] = await Promise.all([
     pauseRecipe().then(build),
     busyboxRecipe().then(build),
+    grpcHealthRecipe().then(build),
   ]);
-  return { pause, busybox };
+  return { pause, busybox, grpcHealth };
 }
 
 if (import.meta.main) {

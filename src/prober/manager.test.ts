@@ -3,6 +3,8 @@
  * delay, startup gating, results reset on restart, worker clean-up.
  */
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, test } from 'node:test';
 import type { Container, Probe } from 'kubernetes-types/core/v1.js';
 import { cri } from '../cri/index.ts';
@@ -12,7 +14,7 @@ import type { RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
 import { instance, runtimeStatus, sandbox, spec, testPod } from '../kuberuntime/testing.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
-import { ProberManager } from './manager.ts';
+import { ProberManager, type ProbeMetricsSample, type ProberMetrics } from './manager.ts';
 
 const IMAGE = 'registry.test/main:1';
 const silent = new MemoryLogger();
@@ -40,7 +42,11 @@ interface Harness {
 
 const probers: ProberManager[] = [];
 
-async function harness(exitCodes: (cmd: string) => number = () => 0, random = 0): Promise<Harness> {
+async function harness(
+  exitCodes: (cmd: string) => number = () => 0,
+  random = 0,
+  metrics?: ProberMetrics,
+): Promise<Harness> {
   const fake = new FakeCriClient();
   const clock = new FakeClock();
   const recorder = new MemoryEventRecorder();
@@ -65,6 +71,7 @@ async function harness(exitCodes: (cmd: string) => number = () => 0, random = 0)
     logger: silent,
     onChange: (uid) => changes.push(uid),
     random: () => random,
+    ...(metrics !== undefined && { metrics }),
   });
   probers.push(prober);
   let n = 0;
@@ -290,5 +297,142 @@ describe('prober manager', () => {
       h.execs.map((e) => e.at - start),
       [2000],
     );
+  });
+
+  test('workers started with the manager begin at a random point of their period', async () => {
+    const h = await harness(() => 0, 0.5);
+    const main = spec('main', { readinessProbe: execProbe('ready', { periodSeconds: 10 }) });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    const start = h.clock.now();
+    h.prober.syncPod(pod, h.state({ name: 'main', id, from: main }));
+    await settle();
+    await h.clock.advance(20_000);
+    await settle();
+    assert.deepEqual(
+      h.execs.map((e) => e.at - start),
+      [5000, 15_000],
+    );
+  });
+
+  test('a fresh container later on is probed at once, on a schedule probe time does not shift', async () => {
+    const h = await harness(() => 0, 0.5);
+    await h.clock.advance(60_000); // the manager has been running for a minute
+    // Each exec takes 300 ms of fake time.
+    h.fake.onExec(async (_c, cmd) => {
+      h.execs.push({ cmd: cmd.join(' '), at: h.clock.now() });
+      await h.clock.sleep(300);
+      return { exitCode: 0 };
+    });
+    const main = spec('main', { livenessProbe: execProbe('alive', { periodSeconds: 1 }) });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    const start = h.clock.now();
+    h.prober.syncPod(pod, h.state({ name: 'main', id, from: main }));
+    await settle();
+    for (let i = 0; i < 6; i++) {
+      await h.clock.advance(500);
+      await settle();
+    }
+    assert.deepEqual(
+      h.execs.map((e) => e.at - start),
+      [0, 1000, 2000, 3000],
+    );
+    assert.equal(h.clock.pending, 1, 'one timer per worker');
+  });
+
+  test('every probe run is counted with its labels', async () => {
+    const samples: ProbeMetricsSample[] = [];
+    let code = 0;
+    const h = await harness(() => code, 0, { record: (o) => samples.push(o) });
+    const main = spec('main', { readinessProbe: execProbe('ready', { failureThreshold: 1 }) });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    h.prober.syncPod(pod, h.state({ name: 'main', id, from: main }));
+    await settle();
+    code = 1;
+    await h.clock.advance(1000);
+    await settle();
+    assert.deepEqual(samples, [
+      {
+        probeType: 'Readiness',
+        result: 'successful',
+        namespace: 'default',
+        pod: 'web',
+        podUID: 'uid-1',
+        container: 'main',
+        durationSeconds: 0,
+      },
+      {
+        probeType: 'Readiness',
+        result: 'failed',
+        namespace: 'default',
+        pod: 'web',
+        podUID: 'uid-1',
+        container: 'main',
+        durationSeconds: 0,
+      },
+    ]);
+  });
+
+  test('a probe that errors counts as unknown, is reported, and the worker goes on', async () => {
+    const samples: ProbeMetricsSample[] = [];
+    const h = await harness(() => 0, 0, { record: (o) => samples.push(o) });
+    // A host that is no valid URL host makes the request itself impossible.
+    const main = spec('main', {
+      livenessProbe: { httpGet: { host: 'bad host', port: 80 }, periodSeconds: 1 },
+    });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    h.prober.syncPod(pod, h.state({ name: 'main', id, from: main }));
+    await settle();
+    await h.clock.advance(1000);
+    await settle();
+    assert.deepEqual(
+      samples.map((s) => s.result),
+      ['unknown', 'unknown'],
+    );
+    assert.equal(h.prober.get('liveness', id), undefined, 'an error counts toward no threshold');
+    assert.match(h.recorder.events[0]?.message ?? '', /^Liveness probe errored: /);
+  });
+
+  test('a redirect to another host passes with a ProbeWarning event', async () => {
+    const server = http.createServer((_req, res) => {
+      res.writeHead(302, { location: 'http://elsewhere.invalid/' });
+      res.end('moved');
+    });
+    await new Promise<void>((r) => {
+      server.listen(0, '127.0.0.1', r);
+    });
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const h = await harness();
+      const main = spec('main', {
+        readinessProbe: { httpGet: { host: '127.0.0.1', port }, periodSeconds: 1 },
+      });
+      const pod = testPod({ containers: [main] });
+      const id = await h.run();
+      const state = h.state({ name: 'main', id, from: main });
+      h.prober.syncPod(pod, state);
+      // Real loopback I/O: wait for it, bounded.
+      for (let i = 0; i < 200 && h.prober.get('readiness', id) === undefined; i++)
+        await new Promise<void>((r) => setTimeout(r, 5));
+      assert.equal(h.prober.get('readiness', id), 'success');
+      assert.deepEqual(
+        h.recorder.events.map((e) => [e.reason, e.message]),
+        [
+          [
+            'ProbeWarning',
+            'Readiness probe warning: Probe terminated redirects, Response body: moved',
+          ],
+        ],
+      );
+    } finally {
+      await new Promise<void>((r) =>
+        server.close(() => {
+          r();
+        }),
+      );
+    }
   });
 });

@@ -16,9 +16,15 @@ import type { ProbeResult, ProbeResultsReader } from '../kuberuntime/plan.ts';
 import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
-import { ProbeWorker, probeOf, type ProbeKind, type ResultsStore } from './worker.ts';
+import {
+  ProbeWorker,
+  probeOf,
+  type ProbeKind,
+  type ProberMetrics,
+  type ResultsStore,
+} from './worker.ts';
 
-export type { ProbeKind } from './worker.ts';
+export type { ProbeKind, ProbeMetricsSample, ProberMetrics } from './worker.ts';
 
 export interface ProberManagerOptions {
   readonly runtime: Pick<CriClient['runtime'], 'execSync'>;
@@ -27,8 +33,10 @@ export interface ProberManagerOptions {
   readonly logger: Logger;
   /** A result of the pod changed: sync it soon (readiness, or a kill for liveness). */
   readonly onChange: (podUID: string) => void;
-  /** In [0, 1), for staggering the first probes of adopted containers (default Math.random). */
+  /** In [0, 1), for staggering the first probes (default Math.random). */
   readonly random?: () => number;
+  /** Counts every probe run (prober_probe_total, prober_probe_duration_seconds). */
+  readonly metrics?: ProberMetrics;
 }
 
 interface RunningWorker {
@@ -61,10 +69,13 @@ export class ProberManager implements ProbeResultsReader {
   readonly #results = new Map<string, ProbeResult>();
   readonly #podIPs = new Map<string, string | undefined>();
   readonly #store: ResultsStore;
+  /** When this manager was made: workers started within a period of it are jittered. */
+  readonly #startedAt: number;
   #stopped = false;
 
   constructor(options: ProberManagerOptions) {
     this.#o = options;
+    this.#startedAt = options.clock.now();
     this.#store = {
       get: (kind, id) => this.#results.get(`${kind}/${id}`),
       set: (kind, id, result) => {
@@ -194,6 +205,8 @@ export class ProberManager implements ProbeResultsReader {
         },
         podIP: () => this.#podIPs.get(uid),
         random: this.#o.random ?? Math.random,
+        startedAt: this.#startedAt,
+        metrics: this.#o.metrics,
       },
     );
     const abort = new AbortController();

@@ -1,6 +1,7 @@
 /**
  * Single probe attempts against loopback servers: httpGet status classes, headers,
- * redirects and named ports; tcpSocket open and closed ports; handler-less and gRPC.
+ * redirects (same host followed, another host a warning, loops), body cap, cancellation and
+ * named ports; tcpSocket open and closed ports; handler-less probes.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -25,7 +26,17 @@ describe('runProbe', () => {
       if (req.url === '/ok') res.end('fine');
       else if (req.url === '/moved') {
         res.writeHead(302, { location: 'http://elsewhere.invalid/' });
+        res.end('gone elsewhere');
+      } else if (req.url === '/local') {
+        // Same host name, relative location: followed.
+        res.writeHead(301, { location: '/ok' });
         res.end();
+      } else if (req.url?.startsWith('/loop') === true) {
+        res.writeHead(302, { location: `/loop${Math.random()}` });
+        res.end();
+      } else if (req.url === '/big') res.end('x'.repeat(64 * 1024));
+      else if (req.url === '/slow') {
+        // Never answers: the probe timeout must end it.
       } else {
         res.writeHead(500);
         res.end('broken');
@@ -64,13 +75,76 @@ describe('runProbe', () => {
     assert.deepEqual(r, { result: 'success', output: 'fine' });
     assert.equal(seen.at(-1)?.['user-agent'], 'kube-probe/1.37');
     assert.equal(seen.at(-1)?.['x-probe'], 'yes');
+    assert.equal(seen.at(-1)?.accept, '*/*');
   });
 
-  test('httpGet: a redirect counts as success and is not followed', async () => {
+  test('httpGet: a redirect to another host is not followed and passes with a warning', async () => {
     const before = seen.length;
     const r = await run({ httpGet: { path: '/moved', port } });
-    assert.equal(r.result, 'success');
+    assert.deepEqual(r, {
+      result: 'warning',
+      output: 'Probe terminated redirects, Response body: gone elsewhere',
+    });
     assert.equal(seen.length, before + 1);
+  });
+
+  test('httpGet: a redirect to the same host is followed with the same headers', async () => {
+    const before = seen.length;
+    const r = await run({
+      httpGet: { path: '/local', port, httpHeaders: [{ name: 'X-Probe', value: 'again' }] },
+    });
+    assert.deepEqual(r, { result: 'success', output: 'fine' });
+    assert.equal(seen.length, before + 2);
+    assert.equal(seen.at(-1)?.['x-probe'], 'again');
+  });
+
+  test('httpGet: a redirect loop fails after 10 redirects', async () => {
+    const before = seen.length;
+    const r = await run({ httpGet: { path: '/loop', port } });
+    assert.equal(r.result, 'failure');
+    assert.match(r.output, /stopped after 10 redirects$/);
+    assert.equal(seen.length, before + 10);
+  });
+
+  test('httpGet: at most 10 KiB of the body is kept', async () => {
+    const r = await run({ httpGet: { path: '/big', port } });
+    assert.equal(r.result, 'success');
+    assert.equal(r.output.length, 10 * 1024);
+  });
+
+  test('httpGet: stopping the worker mid-request rejects with its reason', async () => {
+    const ac = new AbortController();
+    const pending = runProbe(
+      { httpGet: { path: '/slow', port } },
+      { containerId: 'c1', container: container(), podIP: '127.0.0.1' },
+      noExec,
+      ac.signal,
+    );
+    setImmediate(() => {
+      ac.abort(new Error('worker stopped'));
+    });
+    await assert.rejects(pending, /worker stopped/);
+  });
+
+  test('httpGet: a refused connection fails with the URL and the cause', async () => {
+    const r = await run({ httpGet: { path: '/ok', port: 1 } });
+    assert.equal(r.result, 'failure');
+    assert.match(r.output, /^Get "http:\/\/127\.0\.0\.1:1\/ok": .*ECONNREFUSED/);
+  });
+
+  test('httpGet: a pod header overrides the user agent; an empty Accept drops it', async () => {
+    await run({
+      httpGet: {
+        path: 'ok',
+        port,
+        httpHeaders: [
+          { name: 'User-Agent', value: 'mine' },
+          { name: 'Accept', value: '' },
+        ],
+      },
+    });
+    assert.equal(seen.at(-1)?.['user-agent'], 'mine');
+    assert.equal(seen.at(-1)?.accept, undefined);
   });
 
   test('httpGet: 5xx fails with the status code', async () => {
@@ -102,8 +176,14 @@ describe('runProbe', () => {
     assert.match(r.output, /ECONNREFUSED/);
   });
 
-  test('gRPC and handler-less probes fail with a reason', async () => {
-    assert.match((await run({ grpc: { port } })).output, /not supported/);
+  test('handler-less probes and gRPC probes without a pod IP fail with a reason', async () => {
     assert.match((await run({})).output, /no handler/);
+    const r = await runProbe(
+      { grpc: { port } },
+      { containerId: 'c1', container: container(), podIP: undefined },
+      noExec,
+      new AbortController().signal,
+    );
+    assert.deepEqual(r, { result: 'failure', output: 'the pod has no IP address yet' });
   });
 });

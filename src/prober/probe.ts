@@ -1,17 +1,26 @@
 /**
- * Runs one probe attempt (exec, httpGet, tcpSocket) and says whether it passed. No
- * thresholds or timing here: the worker (worker.ts) decides what a result means.
- * gRPC probes are not implemented yet and report a failure that says so.
+ * Runs one probe attempt (exec, httpGet, tcpSocket, grpc) and says whether it passed.
+ * No thresholds or timing here: the worker (worker.ts) decides what a result means.
  */
-import http from 'node:http';
-import https from 'node:https';
 import net from 'node:net';
 import type { Container, Probe } from 'kubernetes-types/core/v1.js';
 import { CriError, type CriClient } from '../cri/index.ts';
+import { grpcProbe } from './grpc-probe.ts';
+import {
+  formatUrl,
+  httpGet,
+  HttpGetError,
+  type HttpGetResponse,
+  type HttpGetTarget,
+} from './http-get.ts';
 
-/** The outcome of one attempt; `output` is what the Unhealthy event shows. */
+/**
+ * The outcome of one attempt; `output` is what the Unhealthy event shows. A warning
+ * counts as a success that is reported with a ProbeWarning event (upstream's
+ * probe.Warning: an httpGet redirect to another host, which is not followed).
+ */
 export interface ProbeOutcome {
-  readonly result: 'success' | 'failure';
+  readonly result: 'success' | 'failure' | 'warning';
   readonly output: string;
 }
 
@@ -22,10 +31,6 @@ export interface ProbeTarget {
   /** The pod's IP (sandbox status); undefined before the network is set up. */
   readonly podIP: string | undefined;
 }
-
-/** Upstream caps what it reads of an HTTP probe's body at 10 KiB. */
-const MAX_BODY = 10 * 1024;
-const USER_AGENT = 'kube-probe/1.37';
 
 const fail = (output: string): ProbeOutcome => ({ result: 'failure', output });
 
@@ -38,6 +43,11 @@ export function resolvePort(
   if (port === undefined) return undefined;
   if (/^\d+$/.test(port)) return resolvePort(Number(port), container);
   return container.ports?.find((p) => p.name === port)?.containerPort;
+}
+
+/** The probe's own host, or the pod IP when it names none (an empty host means none). */
+function hostOrPodIP(host: string | undefined, podIP: string | undefined): string | undefined {
+  return host === undefined || host === '' ? podIP : host;
 }
 
 /**
@@ -56,7 +66,7 @@ export async function runProbe(
   if (probe.httpGet !== undefined) {
     const port = resolvePort(probe.httpGet.port, target.container);
     if (port === undefined) return fail(`unable to resolve port ${String(probe.httpGet.port)}`);
-    const host = probe.httpGet.host ?? target.podIP;
+    const host = hostOrPodIP(probe.httpGet.host, target.podIP);
     if (host === undefined || host === '') return fail('the pod has no IP address yet');
     return withTimeout(signal, timeoutSeconds * 1000, (s) =>
       httpProbe(
@@ -74,11 +84,19 @@ export async function runProbe(
   if (probe.tcpSocket !== undefined) {
     const port = resolvePort(probe.tcpSocket.port, target.container);
     if (port === undefined) return fail(`unable to resolve port ${String(probe.tcpSocket.port)}`);
-    const host = probe.tcpSocket.host ?? target.podIP;
+    const host = hostOrPodIP(probe.tcpSocket.host, target.podIP);
     if (host === undefined || host === '') return fail('the pod has no IP address yet');
     return withTimeout(signal, timeoutSeconds * 1000, (s) => tcpProbe(host, port, s));
   }
-  if (probe.grpc !== undefined) return fail('gRPC probes are not supported by berth yet');
+  if (probe.grpc !== undefined) {
+    // GRPCAction has no host: upstream always probes the pod IP.
+    const port = resolvePort(probe.grpc.port, target.container);
+    if (port === undefined) return fail(`invalid port number: ${probe.grpc.port}`);
+    const host = target.podIP;
+    if (host === undefined || host === '') return fail('the pod has no IP address yet');
+    const service = probe.grpc.service ?? '';
+    return grpcProbe({ host, port, service }, timeoutSeconds, signal);
+  }
   return fail('the probe has no handler (exec, httpGet, tcpSocket or grpc)');
 }
 
@@ -107,57 +125,27 @@ async function execProbe(
   }
 }
 
-interface HttpTarget {
-  readonly scheme: 'http' | 'https';
-  readonly host: string;
-  readonly port: number;
-  readonly path: string;
-  readonly headers: readonly { readonly name: string; readonly value: string }[];
-}
-
-function httpProbe(t: HttpTarget, signal: AbortSignal): Promise<ProbeOutcome> {
-  const headers: Record<string, string> = { 'user-agent': USER_AGENT, accept: '*/*' };
-  for (const h of t.headers) headers[h.name.toLowerCase()] = h.value;
-  const request = t.scheme === 'https' ? https.request : http.request;
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: t.host,
-        port: t.port,
-        path: t.path.startsWith('/') ? t.path : `/${t.path}`,
-        method: 'GET',
-        headers,
-        signal,
-        // Probes skip certificate checks, as upstream does.
-        ...(t.scheme === 'https' && { rejectUnauthorized: false }),
-        agent: false,
-      },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          if (body.length < MAX_BODY) body += chunk.slice(0, MAX_BODY - body.length);
-        });
-        res.on('end', () => {
-          const code = res.statusCode ?? 0;
-          // 3xx counts as success: redirects are not followed (in particular not to
-          // another host), which upstream also treats as a pass.
-          resolve(
-            code >= 200 && code < 400
-              ? { result: 'success', output: body }
-              : fail(`HTTP probe failed with statuscode: ${code}`),
-          );
-        });
-        res.on('error', (err) => {
-          resolve(fail(err.message));
-        });
-      },
-    );
-    req.on('error', (err) => {
-      resolve(fail(signal.aborted ? 'timeout waiting for the HTTP response' : err.message));
-    });
-    req.end();
-  });
+/** Upstream's classification of an httpGet answer: 2xx passes, 3xx passes with a warning. */
+async function httpProbe(t: HttpGetTarget, signal: AbortSignal): Promise<ProbeOutcome> {
+  let res: HttpGetResponse;
+  try {
+    res = await httpGet(t, 'probe', signal);
+  } catch (err) {
+    // The timeout aborted it (a parent abort is rethrown by withTimeout).
+    if (signal.aborted)
+      return fail(
+        `Get "${formatUrl(t)}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)`,
+      );
+    if (!(err instanceof HttpGetError)) throw err;
+    return fail(err.message);
+  }
+  const code = res.statusCode;
+  if (code >= 200 && code < 300) return { result: 'success', output: res.body };
+  // Only a redirect that was not followed (another host, or no Location) gets here.
+  if (code >= 300 && code < 400)
+    return { result: 'warning', output: `Probe terminated redirects, Response body: ${res.body}` };
+  // Upstream keeps the body out of the message: it may hold what the event must not show.
+  return fail(`HTTP probe failed with statuscode: ${code}`);
 }
 
 function tcpProbe(host: string, port: number, signal: AbortSignal): Promise<ProbeOutcome> {

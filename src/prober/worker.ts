@@ -10,11 +10,11 @@
  */
 import type { Container, Pod, Probe } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
-import type { EventRecorder } from '../events/types.ts';
+import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { ProbeResult } from '../kuberuntime/plan.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
-import { runProbe } from './probe.ts';
+import { runProbe, type ProbeOutcome } from './probe.ts';
 
 export type ProbeKind = 'liveness' | 'readiness' | 'startup';
 
@@ -36,8 +36,27 @@ export interface WorkerDeps {
   readonly onChange: () => void;
   /** The pod IP now (the sandbox may get one after the worker started). */
   readonly podIP: () => string | undefined;
-  /** In [0, 1): spreads the first probe of adopted containers (tests pass a fixed value). */
+  /** In [0, 1): spreads the first probes (tests pass a fixed value). */
   readonly random: () => number;
+  /** When the manager started (ms since the epoch): workers started soon after are spread. */
+  readonly startedAt: number;
+  readonly metrics: ProberMetrics | undefined;
+}
+
+/** One probe run, as prober_probe_total and prober_probe_duration_seconds count it. */
+export interface ProbeMetricsSample {
+  readonly probeType: 'Liveness' | 'Readiness' | 'Startup';
+  readonly result: 'successful' | 'failed' | 'unknown';
+  readonly namespace: string;
+  readonly pod: string;
+  readonly podUID: string;
+  readonly container: string;
+  readonly durationSeconds: number;
+}
+
+/** Where probe runs are counted (implemented with prom-client in src/metrics). */
+export interface ProberMetrics {
+  record(o: ProbeMetricsSample): void;
 }
 
 /** The instance a worker probes. */
@@ -49,7 +68,8 @@ export interface WorkerTarget {
   readonly startedAt: number;
 }
 
-const LABEL: Record<ProbeKind, string> = {
+/** The probe type as upstream names it in events and metrics. */
+const LABEL: Record<ProbeKind, ProbeMetricsSample['probeType']> = {
   liveness: 'Liveness',
   readiness: 'Readiness',
   startup: 'Startup',
@@ -81,26 +101,34 @@ export class ProbeWorker {
 
   /** Probes until done or until `signal` aborts; never rejects. */
   async run(signal: AbortSignal): Promise<void> {
+    const { clock } = this.#d;
     // Validation should reject a zero period; a worker must never spin on one.
     const periodMs = Math.max(1, this.#probe.periodSeconds ?? 10) * 1000;
     const delayEnd =
       this.target.startedAt + Math.max(0, this.#probe.initialDelaySeconds ?? 0) * 1000;
     try {
-      // A container already running for a while (adopted after a berth restart) gets a
-      // random first offset within one period, so hundreds of adopted probes do not
-      // all fire on the same tick. A fresh container is probed at once, as upstream.
-      const age = this.#d.clock.now() - this.target.startedAt;
-      if (age > periodMs)
-        await this.#d.clock.sleep(Math.floor(this.#d.random() * periodMs), signal);
+      // Upstream's jitter: right after a (re)start of the prober every worker starts at
+      // once, so each waits a random part of its period first and hundreds of probes do
+      // not fire on the same tick. A container already running for longer than a period
+      // (adopted) is spread the same way. A fresh container is probed at once.
+      const now = clock.now();
+      const offset =
+        now - this.#d.startedAt < periodMs || now - this.target.startedAt > periodMs
+          ? Math.floor(this.#d.random() * periodMs)
+          : 0;
+      if (offset > 0) await clock.sleep(offset, signal);
+      const wait = delayEnd - clock.now();
+      // Sleep exactly to the end of the initial delay rather than tick through it.
+      if (wait > 0) await clock.sleep(wait, signal);
+      // A fixed schedule, as upstream's ticker: probe time does not push later probes
+      // back, and a probe that overran its period skips the ticks it missed. One sleep
+      // (one timer) at a time.
+      const anchor = clock.now();
       for (;;) {
-        const now = this.#d.clock.now();
-        if (now < delayEnd) {
-          // Sleep exactly to the end of the delay rather than tick through it.
-          await this.#d.clock.sleep(delayEnd - now, signal);
-          continue;
-        }
         if (!(await this.#tick(signal))) return;
-        await this.#d.clock.sleep(periodMs, signal);
+        const at = clock.now();
+        const next = anchor + (Math.floor((at - anchor) / periodMs) + 1) * periodMs;
+        await clock.sleep(next - at, signal);
       }
     } catch (err) {
       if (signal.aborted) return;
@@ -113,7 +141,7 @@ export class ProbeWorker {
 
   /** One period: probe (unless gated) and apply thresholds. Returns false when done. */
   async #tick(signal: AbortSignal): Promise<boolean> {
-    const { container, containerId, pod } = this.target;
+    const { container, containerId } = this.target;
     const { results } = this.#d;
     // Liveness and readiness wait for the startup probe, as upstream: a slow starter
     // is neither killed nor marked ready before it has started.
@@ -123,43 +151,86 @@ export class ProbeWorker {
       results.get('startup', containerId) !== 'success'
     )
       return true;
-    const outcome = await runProbe(
-      this.#probe,
-      { containerId, container, podIP: this.#d.podIP() },
-      this.#d.runtime,
-      signal,
-    );
-    if (outcome.result === 'failure') {
-      const m = pod.metadata ?? {};
+    const began = this.#d.clock.now();
+    let outcome: ProbeOutcome;
+    try {
+      outcome = await runProbe(
+        this.#probe,
+        { containerId, container, podIP: this.#d.podIP() },
+        this.#d.runtime,
+        signal,
+      );
+    } catch (err) {
+      if (signal.aborted) throw err;
+      // A bug or an unexpected runtime answer: upstream throws such a result away (it
+      // counts toward no threshold) and the worker keeps its schedule.
+      this.#record('unknown', began);
+      const message = err instanceof Error ? err.message : String(err);
+      this.#d.logger.error('Probe errored', { probe: this.kind, error: message });
       this.#d.recorder.event(
-        {
-          kind: 'Pod',
-          namespace: m.namespace ?? '',
-          name: m.name ?? '',
-          uid: m.uid ?? '',
-          apiVersion: 'v1',
-          fieldPath: `spec.containers{${container.name}}`,
-        },
+        this.#eventTarget(),
         'Warning',
         'Unhealthy',
-        `${LABEL[this.kind]} probe failed: ${outcome.output.trimEnd()}`,
+        `${LABEL[this.kind]} probe errored: ${message}`,
+      );
+      return true;
+    }
+    this.#record(outcome.result === 'failure' ? 'failed' : 'successful', began);
+    if (outcome.result !== 'success') {
+      const warning = outcome.result === 'warning';
+      this.#d.recorder.event(
+        this.#eventTarget(),
+        'Warning',
+        warning ? 'ProbeWarning' : 'Unhealthy',
+        `${LABEL[this.kind]} probe ${warning ? 'warning' : 'failed'}: ${outcome.output.trimEnd()}`,
       );
     }
-    if (outcome.result === this.#last) this.#run++;
+    const result: ProbeResult = outcome.result === 'failure' ? 'failure' : 'success';
+    if (result === this.#last) this.#run++;
     else {
-      this.#last = outcome.result;
+      this.#last = result;
       this.#run = 1;
     }
     const threshold =
-      outcome.result === 'success'
+      result === 'success'
         ? // Liveness and startup must use 1 (API validation); only readiness may ask for more.
           this.kind === 'readiness'
           ? Math.max(1, this.#probe.successThreshold ?? 1)
           : 1
         : Math.max(1, this.#probe.failureThreshold ?? 3);
     if (this.#run < threshold) return true;
-    if (results.set(this.kind, containerId, outcome.result)) this.#d.onChange();
-    if (outcome.result === 'failure' && this.kind !== 'readiness') return false;
-    return !(outcome.result === 'success' && this.kind === 'startup');
+    if (results.set(this.kind, containerId, result)) this.#d.onChange();
+    if (result === 'failure' && this.kind !== 'readiness') return false;
+    return !(result === 'success' && this.kind === 'startup');
+  }
+
+  #record(result: 'successful' | 'failed' | 'unknown', began: number): void {
+    const metrics = this.#d.metrics;
+    if (metrics === undefined) return;
+    const { pod, container } = this.target;
+    const m = pod.metadata ?? {};
+    metrics.record({
+      probeType: LABEL[this.kind],
+      result,
+      namespace: m.namespace ?? '',
+      pod: m.name ?? '',
+      podUID: m.uid ?? '',
+      container: container.name,
+      durationSeconds: Math.max(0, this.#d.clock.now() - began) / 1000,
+    });
+  }
+
+  #eventTarget(): EventTarget {
+    const { pod, container } = this.target;
+    const m = pod.metadata ?? {};
+    const sidecar = pod.spec?.initContainers?.some((c) => c.name === container.name) === true;
+    return {
+      kind: 'Pod',
+      namespace: m.namespace ?? '',
+      name: m.name ?? '',
+      uid: m.uid ?? '',
+      apiVersion: 'v1',
+      fieldPath: `spec.${sidecar ? 'initContainers' : 'containers'}{${container.name}}`,
+    };
   }
 }
