@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Go components (Kubernetes, etcd, containerd 2.x) from the Go module
 # proxy into $BERTH_CACHE/bin/<component>-<version>/. A component whose cache
-# directory holds a .complete marker is not rebuilt.
+# directory holds a .complete marker is not rebuilt; binaries added to a component's
+# list later (kube-proxy) are built alone into the existing directory.
 #   hack/build-go.sh [kubernetes|etcd|containerd ...]   (default: all)
 . "$(dirname "$0")/lib.sh"
 
@@ -10,7 +11,21 @@ command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the bu
 build_module() { # name version moddir unused pkg...
   local name=$1 version=$2 moddir=$3 out=$4; shift 4
   local dest="$BERTH_CACHE/bin/$name-$version"
-  if [ -f "$dest/.complete" ]; then log "$name $version: cached in $dest"; return 0; fi
+  if [ -f "$dest/.complete" ]; then
+    # A cache made before a package joined the list lacks its binary: build only those
+    # (RENAME'd modules never grow, so their binaries are named after the package).
+    local pkg missing=()
+    for pkg in "$@"; do [ -n "${RENAME:-}" ] || [ -x "$dest/${pkg##*/}" ] || missing+=("$pkg"); done
+    if [ ${#missing[@]} -eq 0 ]; then log "$name $version: cached in $dest"; return 0; fi
+    log "$name $version: cached in $dest, but without ${missing[*]##*/}; building just those"
+    rm -rf "$dest.add" && mkdir -p "$dest.add"
+    (cd "$moddir" && with_heartbeat "$name download" go mod download)
+    log "$name $version: compiling ${missing[*]##*/} (a few minutes on 2 cores)"
+    (cd "$moddir" && with_heartbeat "$name build" go build -trimpath -ldflags "$LDFLAGS" -o "$dest.add/" "${missing[@]}")
+    mv "$dest.add"/* "$dest/" && rmdir "$dest.add"
+    log "$name $version: added ${missing[*]##*/} to $dest"
+    return 0
+  fi
   mkdir -p "$dest.tmp"
   log "$name $version: downloading modules (first time only)"
   (cd "$moddir" && with_heartbeat "$name download" go mod download)
@@ -31,7 +46,8 @@ build_kubernetes() {
   done
   build_module kubernetes "$v" "$BERTH_ROOT/hack/go/k8s" "" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
 }
 
 build_etcd() {

@@ -43,6 +43,8 @@ export interface Binaries {
   readonly kubeScheduler: string;
   readonly kubectl: string;
   readonly kubelet: string;
+  /** Checked on first use: only clusters with kubeProxy need it. */
+  readonly kubeProxy: string;
   readonly containerd2: string;
   readonly containerd2Shim: string;
   readonly ctr2: string;
@@ -65,6 +67,9 @@ export function binaries(): Binaries {
     kubeScheduler: executable(join(k8s, 'kube-scheduler'), BUILD_HINT),
     kubectl: executable(join(k8s, 'kubectl'), BUILD_HINT),
     kubelet: executable(join(k8s, 'kubelet'), BUILD_HINT),
+    get kubeProxy() {
+      return executable(join(k8s, 'kube-proxy'), BUILD_HINT);
+    },
     containerd2: executable(join(cd2, 'containerd'), BUILD_HINT),
     containerd2Shim: executable(join(cd2, 'containerd-shim-runc-v2'), BUILD_HINT),
     ctr2: executable(join(cd2, 'ctr'), BUILD_HINT),

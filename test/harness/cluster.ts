@@ -1,8 +1,9 @@
 /**
  * One call starts a whole single-node test cluster under a fresh directory: PKI,
  * registry (with the project's images pushed), containerd (2.x or 1.6, with the
- * images preloaded), etcd, kube-apiserver, kube-controller-manager, kube-scheduler.
- * One call (`stop`) removes every trace of it again.
+ * images preloaded), etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+ * and (opt-in) kube-proxy for the node, so pods reach the API server through the
+ * kubernetes Service. One call (`stop`) removes every trace of it again.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -11,8 +12,14 @@ import { join } from 'node:path';
 import { buildImages, type BuiltImage } from '../../hack/images/build.ts';
 import { binaries, type Binaries } from './binaries.ts';
 import { startContainerd, importImage, type Containerd, type RuntimeKind } from './containerd.ts';
-import { startControlPlane, type ControlPlane } from './control-plane.ts';
+import {
+  KUBERNETES_SERVICE_IP,
+  SERVICE_CIDR,
+  startControlPlane,
+  type ControlPlane,
+} from './control-plane.ts';
 import { run } from './exec.ts';
+import { exposeApiserver, startKubeProxy, type KubeProxy } from './kube-proxy.ts';
 import { freePort } from './net.ts';
 import { createClusterPki, type ClusterPki } from './pki.ts';
 import type { ComponentProcess } from './process.ts';
@@ -29,6 +36,16 @@ export interface ClusterOptions {
   readonly detached?: boolean;
   /** Fixed apiserver port (the demo); tests take free ports. */
   readonly apiserverPort?: number;
+  /**
+   * Run kube-proxy (iptables mode) for the node, and advertise the apiserver on the pod
+   * bridge's gateway, so pods reach it through the kubernetes Service. Takes a
+   * host-wide lock: one such cluster per machine at a time.
+   */
+  readonly kubeProxy?: boolean;
+  /** The node kube-proxy serves (its hostnameOverride); default berth-<id>, like startBerth. */
+  readonly nodeName?: string;
+  /** How long to wait for another cluster's kube-proxy to go away (default: fail at once). */
+  readonly kubeProxyLockWaitMs?: number;
   readonly log?: (message: string) => void;
 }
 
@@ -39,6 +56,8 @@ export interface TestImages {
   readonly busyboxLocal: string;
   readonly pauseLocal: string;
   readonly pause: string;
+  /** grpc.health.v1 server (/grpc-health) and the API client /kube-get, preloaded. */
+  readonly grpcHealthLocal: string;
 }
 
 export interface Cluster {
@@ -52,6 +71,10 @@ export interface Cluster {
   readonly runtime: Containerd;
   readonly images: TestImages;
   readonly adminKubeconfig: string;
+  /** The kubernetes Service's ClusterIP (pods reach the apiserver on :443 with kube-proxy). */
+  readonly serviceIp: string;
+  /** Present when started with `kubeProxy: true`. */
+  readonly kubeProxy?: KubeProxy;
   /** Runs kubectl against the cluster as admin. */
   kubectl(args: readonly string[], options?: { input?: string }): Promise<string>;
   /** Stops everything and removes all the cluster made. Idempotent. */
@@ -81,12 +104,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   await mkdir(root, { recursive: true });
   const processes: ComponentProcess[] = [];
   const bridge = `bth${id}`;
+  let kubeProxy: KubeProxy | undefined;
   const state = (): ClusterState => ({
     id,
     root,
     bridge,
     cgroupRoot: `/berth-${id}`,
     runtimeSocket: join(root, 'containerd', 'containerd.sock'),
+    ...(kubeProxy !== undefined && { kubeProxy: kubeProxy.state }),
     processes: processes.map((p) => ({ name: p.name, pid: p.pid, logFile: p.logFile })),
   });
   const saveState = (): Promise<void> =>
@@ -94,7 +119,16 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   await saveState();
   try {
     log(`cluster ${id}: PKI and images`);
-    const [pki, images] = await Promise.all([createClusterPki(join(root, 'pki')), buildImages()]);
+    const subnetPrefix = await pickSubnetPrefix();
+    const gateway = `${subnetPrefix}.1`;
+    const withProxy = options.kubeProxy === true;
+    const [pki, images] = await Promise.all([
+      // Pods reach the apiserver by the Service IP, which kube-proxy turns into the gateway.
+      createClusterPki(join(root, 'pki'), {
+        apiserverSans: [`IP:${gateway}`, `IP:${KUBERNETES_SERVICE_IP}`],
+      }),
+      buildImages(),
+    ]);
     const [etcdClient, etcdPeer, apiserver, controllerManager, scheduler, registryPort] =
       await Promise.all([
         freePort(),
@@ -127,13 +161,16 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       registryHost: registry.host,
       registryCa: pki.ca.cert,
       bridge,
-      subnetPrefix: await pickSubnetPrefix(),
+      subnetPrefix,
+      // Without kube-proxy nothing answers there, so pods get no route at all.
+      ...(withProxy && { serviceCidr: SERVICE_CIDR }),
     });
     processes.push(runtime.process);
     await saveState();
     await Promise.all([
       importImage(runtime, images.pause.archive),
       importImage(runtime, images.busybox.archive),
+      importImage(runtime, images.grpcHealth.archive),
     ]);
 
     log(`cluster ${id}: control plane`);
@@ -143,9 +180,41 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       bin,
       detached,
       ports: { etcdClient, etcdPeer, apiserver, controllerManager, scheduler },
+      ...(withProxy && { advertiseAddress: gateway }),
     });
     processes.push(...controlPlane.processes);
     await saveState();
+    if (withProxy) {
+      const nodeName = options.nodeName ?? `berth-${id}`;
+      log(`cluster ${id}: kube-proxy for node ${nodeName}, apiserver on ${gateway}:${apiserver}`);
+      processes.push(
+        await exposeApiserver({
+          dir: join(root, 'kube-proxy'),
+          gateway,
+          port: apiserver,
+          detached,
+        }),
+      );
+      await saveState();
+      kubeProxy = await startKubeProxy({
+        dir: join(root, 'kube-proxy'),
+        binary: bin.kubeProxy,
+        clusterId: id,
+        server: controlPlane.server,
+        caFile: pki.ca.cert,
+        client: pki.kubeProxy,
+        nodeName,
+        podSubnet: runtime.podSubnet,
+        gateway,
+        detached,
+        ...(options.kubeProxyLockWaitMs !== undefined && {
+          lockWaitMs: options.kubeProxyLockWaitMs,
+        }),
+        log,
+      });
+      processes.push(kubeProxy.process);
+      await saveState();
+    }
     log(`cluster ${id}: ready, apiserver ${controlPlane.server}`);
     return makeCluster({
       id,
@@ -157,6 +226,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       registry,
       runtime,
       images,
+      ...(kubeProxy !== undefined && { kubeProxy }),
     });
   } catch (err) {
     await teardownCluster(state(), log).catch(() => undefined);
@@ -173,7 +243,8 @@ function makeCluster(parts: {
   controlPlane: ControlPlane;
   registry: Registry;
   runtime: Containerd;
-  images: { pause: BuiltImage; busybox: BuiltImage };
+  images: { pause: BuiltImage; busybox: BuiltImage; grpcHealth: BuiltImage };
+  kubeProxy?: KubeProxy;
 }): Cluster {
   let stopped: Promise<void> | undefined;
   const { registry, images } = parts;
@@ -184,8 +255,10 @@ function makeCluster(parts: {
       busyboxLocal: images.busybox.localRef,
       pause: `${registry.host}/${images.pause.repoTag}`,
       pauseLocal: images.pause.localRef,
+      grpcHealthLocal: images.grpcHealth.localRef,
     },
     adminKubeconfig: parts.controlPlane.adminKubeconfig,
+    serviceIp: KUBERNETES_SERVICE_IP,
     async kubectl(args, options) {
       const { stdout } = await run(
         parts.bin.kubectl,

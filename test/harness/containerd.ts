@@ -7,7 +7,9 @@
  *
  * Networking: the bridge is created here with the gateway address and the CNI bridge
  * plugin only attaches pods to it (isGateway false), so the plugin never turns on IP
- * forwarding, and pods get no default route: pod traffic cannot leave the bridge.
+ * forwarding, and pods get no default route, only one to the service CIDR via the
+ * gateway (where kube-proxy's DNAT turns it into a host address): pod traffic cannot
+ * leave the machine.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -30,6 +32,8 @@ export interface ContainerdOptions {
   readonly bridge: string;
   /** e.g. "10.88.3" -> pods in 10.88.3.0/24, gateway .1 on the bridge. */
   readonly subnetPrefix: string;
+  /** Pods get a route to it via the gateway (kube-proxy's ClusterIPs), nothing more. */
+  readonly serviceCidr?: string;
   readonly detached: boolean;
 }
 
@@ -40,6 +44,8 @@ export interface Containerd {
   readonly runcRoot: string;
   readonly process: ComponentProcess;
   readonly podSubnet: string;
+  /** The bridge's address, the pods' gateway: exists only on this machine. */
+  readonly gateway: string;
 }
 
 function tomlString(s: string): string {
@@ -193,6 +199,7 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
     ].join('\n'),
   );
   const podSubnet = `${o.subnetPrefix}.0/24`;
+  const gateway = `${o.subnetPrefix}.1`;
   await writeFile(
     join(p.cniConfDir, '10-berth.conflist'),
     JSON.stringify(
@@ -209,7 +216,10 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
             hairpinMode: true,
             ipam: {
               type: 'host-local',
-              ranges: [[{ subnet: podSubnet, gateway: `${o.subnetPrefix}.1` }]],
+              ranges: [[{ subnet: podSubnet, gateway }]],
+              ...(o.serviceCidr !== undefined && {
+                routes: [{ dst: o.serviceCidr, gw: gateway }],
+              }),
               dataDir: p.ipamDir,
             },
           },
@@ -266,6 +276,7 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
     runcRoot: p.runcRoot,
     process: proc,
     podSubnet,
+    gateway,
   };
 }
 

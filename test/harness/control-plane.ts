@@ -24,8 +24,10 @@ export interface ControlPlane {
   readonly processes: readonly ComponentProcess[];
 }
 
-/** Service IPs are only allocated in the API; nothing on this machine routes to them. */
+/** Service IPs: only kube-proxy (opt-in) makes them reachable, and only from pods. */
 export const SERVICE_CIDR = '10.96.0.0/16';
+/** The kubernetes Service's ClusterIP: the first address of SERVICE_CIDR. */
+export const KUBERNETES_SERVICE_IP = '10.96.0.1';
 export const CLUSTER_CIDR = '10.88.0.0/16';
 
 async function healthy(
@@ -43,8 +45,20 @@ export async function startControlPlane(options: {
   readonly ports: ControlPlanePorts;
   readonly bin: Binaries;
   readonly detached: boolean;
+  /**
+   * A non-loopback host address to publish as the kubernetes Service's endpoint (with
+   * the lease reconciler); something must forward it to the loopback listener.
+   * Without it the Service has no endpoints.
+   */
+  readonly advertiseAddress?: string;
 }): Promise<ControlPlane> {
   const { dir, pki, ports, bin, detached } = options;
+  const advertise =
+    options.advertiseAddress !== undefined
+      ? ['--advertise-address', options.advertiseAddress, '--endpoint-reconciler-type', 'lease']
+      : // The apiserver refuses to publish a loopback address as the kubernetes Service's
+        // endpoint, so without an advertised address there is none.
+        ['--advertise-address', '127.0.0.1', '--endpoint-reconciler-type', 'none'];
   await mkdir(join(dir, 'etcd'), { recursive: true, mode: 0o700 });
   const server = `https://127.0.0.1:${ports.apiserver}`;
   const files = {
@@ -116,12 +130,7 @@ export async function startControlPlane(options: {
       `http://127.0.0.1:${ports.etcdClient}`,
       '--bind-address',
       '127.0.0.1',
-      '--advertise-address',
-      '127.0.0.1',
-      // The apiserver refuses to publish a loopback address as the kubernetes Service's
-      // endpoint; no pod here reaches the API through the Service anyway.
-      '--endpoint-reconciler-type',
-      'none',
+      ...advertise,
       '--secure-port',
       String(ports.apiserver),
       '--cert-dir',

@@ -1,7 +1,8 @@
 /**
  * A per-cluster PKI made with the openssl CLI: cluster CA, apiserver serving cert for
- * 127.0.0.1/localhost, service-account signing key, and client certs for the admin,
- * controller-manager, scheduler and the apiserver's connection to kubelets. ECDSA
+ * 127.0.0.1/localhost (plus the addresses pods use: the bridge gateway and the
+ * kubernetes Service IP), service-account signing key, and client certs for the admin,
+ * controller-manager, scheduler, kube-proxy and the apiserver's connection to kubelets. ECDSA
  * P-256 throughout: fast to generate, accepted by every component.
  */
 import { randomBytes } from 'node:crypto';
@@ -23,6 +24,8 @@ export interface ClusterPki {
   readonly controllerManager: CertPair;
   readonly scheduler: CertPair;
   readonly kubeletClient: CertPair;
+  /** User system:kube-proxy, which the bootstrap binding system:node-proxier covers. */
+  readonly kubeProxy: CertPair;
   /** Service-account signing key (private) and its public half. */
   readonly serviceAccountKey: string;
   readonly serviceAccountPub: string;
@@ -77,7 +80,15 @@ export async function makeLeaf(dir: string, ca: CertPair, spec: LeafSpec): Promi
   return { cert, key };
 }
 
-export async function createClusterPki(dir: string): Promise<ClusterPki> {
+export interface ClusterPkiOptions {
+  /** More apiserver SANs, e.g. ['IP:10.88.3.1', 'IP:10.96.0.1']. */
+  readonly apiserverSans?: readonly string[];
+}
+
+export async function createClusterPki(
+  dir: string,
+  options: ClusterPkiOptions = {},
+): Promise<ClusterPki> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const ca: CertPair = { cert: join(dir, 'ca.crt'), key: join(dir, 'ca.key') };
   await run('openssl', [
@@ -99,7 +110,7 @@ export async function createClusterPki(dir: string): Promise<ClusterPki> {
     'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
   ]);
   const localSans = ['IP:127.0.0.1', 'DNS:localhost'];
-  const [apiserver, registry, admin, controllerManager, scheduler, kubeletClient] =
+  const [apiserver, registry, admin, controllerManager, scheduler, kubeletClient, kubeProxy] =
     await Promise.all([
       makeLeaf(dir, ca, {
         name: 'apiserver',
@@ -110,6 +121,8 @@ export async function createClusterPki(dir: string): Promise<ClusterPki> {
           'DNS:kubernetes',
           'DNS:kubernetes.default',
           'DNS:kubernetes.default.svc',
+          'DNS:kubernetes.default.svc.cluster.local',
+          ...(options.apiserverSans ?? []),
         ],
       }),
       makeLeaf(dir, ca, {
@@ -139,6 +152,11 @@ export async function createClusterPki(dir: string): Promise<ClusterPki> {
         subject: '/O=system:masters/CN=kube-apiserver-kubelet-client',
         usage: 'clientAuth',
       }),
+      makeLeaf(dir, ca, {
+        name: 'kube-proxy',
+        subject: '/CN=system:kube-proxy',
+        usage: 'clientAuth',
+      }),
     ]);
   const serviceAccountKey = join(dir, 'sa.key');
   const serviceAccountPub = join(dir, 'sa.pub');
@@ -161,6 +179,7 @@ export async function createClusterPki(dir: string): Promise<ClusterPki> {
     controllerManager,
     scheduler,
     kubeletClient,
+    kubeProxy,
     serviceAccountKey,
     serviceAccountPub,
   };

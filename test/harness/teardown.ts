@@ -1,6 +1,7 @@
 /**
  * Tears a test cluster down completely from its recorded state, and finds anything
- * that outlived it: processes, mounts, cgroups, the bridge and the cluster directory.
+ * that outlived it: processes, mounts, cgroups, the bridge, kube-proxy's iptables chains
+ * and the cluster directory.
  * Works from cluster-state.json alone, so `make demo-stop` can clean up a cluster that
  * an earlier process started.
  */
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GrpcCriClient } from '../../src/cri/index.ts';
 import { run } from './exec.ts';
+import { cleanupKubeProxy, kubeProxyLeaks, type KubeProxyState } from './kube-proxy.ts';
 import { ComponentProcess, isAlive } from './process.ts';
 
 export interface ClusterState {
@@ -18,6 +20,8 @@ export interface ClusterState {
   /** Cgroup path (same in every v1 hierarchy) under which all pods of the cluster live. */
   readonly cgroupRoot: string;
   readonly runtimeSocket: string;
+  /** Present when the cluster ran kube-proxy (its iptables chains are host-global). */
+  readonly kubeProxy?: KubeProxyState;
   readonly processes: readonly {
     readonly name: string;
     readonly pid: number;
@@ -131,6 +135,8 @@ export async function teardownCluster(
     pids.forEach(kill);
     await sleep(200);
   }
+  // Only once no kube-proxy of this cluster runs: it would recreate what this removes.
+  if (state.kubeProxy !== undefined) await cleanupKubeProxy(state.kubeProxy, log);
   const mounts = (await mountPoints()).filter(
     (m) => m === state.root || m.startsWith(`${state.root}/`),
   );
@@ -167,6 +173,7 @@ export async function findLeaks(state: ClusterState): Promise<string[]> {
     () => false,
   );
   if (link) leaks.push(`bridge ${state.bridge} still exists`);
+  if (state.kubeProxy !== undefined) leaks.push(...(await kubeProxyLeaks(state.kubeProxy)));
   if (await exists(state.root)) leaks.push(`directory ${state.root} still exists`);
   return leaks;
 }
