@@ -26,7 +26,7 @@ function setup(driver: 'cgroupfs' | 'systemd' = 'cgroupfs') {
   const pc = new PodCgroups({
     cgroups,
     cgroupRoot: '/berth-x',
-    driver,
+    driver: () => driver,
     podPidsLimit: 1024,
     logger: new MemoryLogger(),
   });

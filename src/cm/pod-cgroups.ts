@@ -23,7 +23,8 @@ export interface PodCgroupsOptions {
   readonly cgroups: CgroupManager;
   /** The kubelet's cgroupRoot ('' or '/' for the hierarchy root). */
   readonly cgroupRoot: string;
-  readonly driver: 'cgroupfs' | 'systemd';
+  /** The runtime's cgroup driver (known once the runtime answered RuntimeConfig). */
+  readonly driver: () => 'cgroupfs' | 'systemd';
   /** podPidsLimit; <= 0: unlimited. */
   readonly podPidsLimit: number;
   readonly logger: Logger;
@@ -122,11 +123,11 @@ export class PodCgroups {
   /** What CRI gets as cgroup_parent (the driver's naming). */
   cgroupParent(pod: Pod): string {
     const name = this.podCgroupName(pod);
-    return this.#o.driver === 'systemd' ? toSystemdName(name) : name;
+    return this.#o.driver() === 'systemd' ? toSystemdName(name) : name;
   }
 
   #managed(): boolean {
-    return this.#o.driver === 'cgroupfs';
+    return this.#o.driver() === 'cgroupfs';
   }
 
   /** Creates kubepods and the QoS tiers; kubepods gets the node's allocatable. */

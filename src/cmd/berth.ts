@@ -6,6 +6,8 @@
  *   node src/cmd/berth.ts --kubeconfig … --config … [flags as the upstream kubelet]
  */
 import { mkdir } from 'node:fs/promises';
+import { CgroupfsManager, detectCgroupVersion } from '../cm/cgroupfs.ts';
+import { configzDocument } from '../config/configz.ts';
 import { loadConfig } from '../config/index.ts';
 import { ConfigError, HelpRequestedError } from '../config/errors.ts';
 import type { KubeletConfig } from '../config/types.ts';
@@ -13,6 +15,7 @@ import { GrpcCriClient } from '../cri/index.ts';
 import { ApiEventRecorder } from '../events/recorder.ts';
 import { HttpKubeClient } from '../kube/http-client.ts';
 import { Kubelet, type KubeletOptions } from '../kubelet/kubelet.ts';
+import { KubeletMetrics } from '../metrics/registry.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
 import { createLogger } from '../util/logger.ts';
@@ -62,6 +65,7 @@ function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> 
     authorizedTTLMs: k.authorization.webhook.cacheAuthorizedTTLMs,
     unauthorizedTTLMs: k.authorization.webhook.cacheUnauthorizedTTLMs,
     debuggingHandlers: k.enableDebuggingHandlers,
+    configz: configzDocument(k),
   };
 }
 
@@ -103,8 +107,10 @@ async function main(argv: readonly string[]): Promise<number> {
     clock: systemClock,
     logger: logger.child({ component: 'kube-client' }),
   });
+  const metrics = new KubeletMetrics({ nodeName: config.nodeName });
   const cri = new GrpcCriClient(socketPath(k.containerRuntimeEndpoint), {
     defaultTimeoutMs: k.runtimeRequestTimeoutMs,
+    metrics,
   });
   const recorder = new ApiEventRecorder({
     client: kube,
@@ -137,9 +143,21 @@ async function main(argv: readonly string[]): Promise<number> {
       clusterDNS: k.clusterDNS,
       clusterDomain: k.clusterDomain ?? '',
       resolvConf: k.resolvConf,
+      rootDir: config.rootDir,
+      cgroupDriver: k.cgroupDriver,
+      podPidsLimit: k.podPidsLimit,
       ...(server !== undefined && { server }),
     },
-    { kube, cri, recorder, clock: systemClock, logger, host: new LinuxHostInfo(config.rootDir) },
+    {
+      kube,
+      cri,
+      recorder,
+      clock: systemClock,
+      logger,
+      host: new LinuxHostInfo(config.rootDir),
+      metrics,
+      cgroups: new CgroupfsManager({ version: await detectCgroupVersion() }),
+    },
   );
   let stopping: Promise<void> | undefined;
   const stop = (sig: string): void => {

@@ -4,6 +4,7 @@
  * orphan while berth does not yet know its pods), and garbage-collect dead containers
  * (keep the newest dead one per container, as upstream) and sandboxes no pod needs.
  */
+import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { cri, type CriClient } from '../cri/index.ts';
 import { POD_TERMINATION_GRACE_PERIOD_ANNOTATION } from '../kuberuntime/labels.ts';
 import type { RelistPleg } from '../pleg/generic.ts';
@@ -12,6 +13,7 @@ import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
+import type { VolumeManager } from '../volumes/types.ts';
 
 export interface HousekeepingOptions {
   readonly cri: CriClient;
@@ -20,6 +22,10 @@ export interface HousekeepingOptions {
   readonly podWorkers: PodWorkers;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Removes the directories and mounts of pods that are gone (after a restart too). */
+  readonly volumes?: Pick<VolumeManager, 'cleanupOrphans'>;
+  /** Removes the cgroups of pods that are gone. */
+  readonly podCgroups?: Pick<PodCgroups, 'cleanupOrphans' | 'updateQos'>;
   readonly periodMs?: number;
   readonly gcPeriodMs?: number;
 }
@@ -44,6 +50,8 @@ export class Housekeeping {
         if (this.#o.clock.now() - this.#lastGc >= (this.#o.gcPeriodMs ?? 60_000)) {
           this.#lastGc = this.#o.clock.now();
           await this.garbageCollect(signal);
+          // Upstream's periodic QoS update: the Burstable tier's shares follow its pods.
+          await this.#o.podCgroups?.updateQos([...this.#o.source.pods().values()]);
         }
       } catch (err) {
         if (!isAborted(signal)) this.#o.logger.warn('Housekeeping failed', { error: String(err) });
@@ -71,6 +79,23 @@ export class Housekeeping {
         this.#killing.delete(uid);
       }
     }
+    const volumes = this.#o.volumes;
+    const cgroups = this.#o.podCgroups;
+    if (volumes === undefined && cgroups === undefined) return;
+    // Only pods nothing refers to any more: not bound, no worker, nothing in the runtime.
+    const active = new Set([...known, ...bound.keys(), ...this.#killing]);
+    for (const uid of pleg.uids()) {
+      const snapshot = pleg.get(uid);
+      if (snapshot.containers.length > 0 || snapshot.sandboxes.length > 0) active.add(uid);
+    }
+    const removed = (await volumes?.cleanupOrphans(active, signal)) ?? [];
+    if (removed.length > 0)
+      this.#o.logger.info('Cleaned up the volumes and directories of deleted pods', {
+        podUIDs: removed,
+      });
+    const cgroupsRemoved = (await cgroups?.cleanupOrphans(active)) ?? [];
+    if (cgroupsRemoved.length > 0)
+      this.#o.logger.info('Removed the cgroups of deleted pods', { podUIDs: cgroupsRemoved });
   }
 
   async #killOrphan(uid: string, signal: AbortSignal): Promise<void> {

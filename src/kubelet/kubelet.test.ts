@@ -4,7 +4,11 @@
  * exit reaches the status, a deletion stops and removes everything.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { FakeCgroupManager } from '../cm/fake.ts';
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { FakeCriClient } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
@@ -13,6 +17,7 @@ import { inNamespace, NODES, PODS } from '../kube/types.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
+import { FakeMounter } from '../volumes/mounter.ts';
 import { Kubelet, type KubeletOptions } from './kubelet.ts';
 
 const host: HostInfoProvider = {
@@ -55,7 +60,11 @@ const options: KubeletOptions = {
   clusterDNS: [],
   clusterDomain: 'cluster.local',
   resolvConf: '/etc/resolv.conf',
+  rootDir: await mkdtemp(join(tmpdir(), 'berth-kubelet-unit-')),
+  cgroupDriver: 'cgroupfs',
+  podPidsLimit: -1,
 };
+after(() => rm(options.rootDir, { recursive: true, force: true }));
 
 async function until<T>(
   what: string,
@@ -100,6 +109,8 @@ describe('Kubelet (fake API server and fake runtime)', () => {
       clock: systemClock,
       logger: new MemoryLogger(),
       host,
+      mounter: new FakeMounter(),
+      cgroups: new FakeCgroupManager(),
     });
     await kubelet.start();
     try {

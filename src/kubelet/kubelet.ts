@@ -8,10 +8,15 @@
  */
 import type { Pod, Taint } from 'kubernetes-types/core/v1.js';
 import { AdmissionManager } from '../admission/manager.ts';
+import { PodCgroups } from '../cm/pod-cgroups.ts';
+import type { CgroupManager } from '../cm/types.ts';
 import type { CriClient } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
 import { ImageManager } from '../images/manager.ts';
 import { inNamespace, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
+import type { NodeAllocatable } from '../kuberuntime/downward.ts';
+import { hostsFileContent } from '../kuberuntime/hosts-file.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
 import { LeaseController } from '../nodelease/controller.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { NodeStatusManager } from '../nodestatus/manager.ts';
@@ -21,13 +26,26 @@ import { ApiPodSource } from '../podsource/api-source.ts';
 import { PodWorkers } from '../podworkers/pod-workers.ts';
 import { ProberManager } from '../prober/manager.ts';
 import { KubeletServer, type KubeletServerOptions } from '../server/server.ts';
+import { CriStatsProvider } from '../stats/cri-provider.ts';
+import { ProcHostStats } from '../stats/host.ts';
 import { StatusManager } from '../status/manager.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
+import type { Mounter } from '../volumes/mounter.ts';
+import { podObjectRefs } from '../volumes/sources/index.ts';
 import { podDnsConfig, readResolvConf } from './dns.ts';
 import { Housekeeping } from './housekeeping.ts';
+import {
+  podsAllocatable,
+  raceTimeout,
+  readNodeHosts,
+  runtimeCgroupDriver,
+} from './kubelet-util.ts';
+import { PodEnvironment } from './pod-env.ts';
+import { ServiceLister } from './service-lister.ts';
+import { createVolumeStack, type VolumeStack } from './volume-stack.ts';
 import { PodSync } from './pod-sync.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
 
@@ -52,6 +70,13 @@ export interface KubeletOptions {
   readonly clusterDNS: readonly string[];
   readonly clusterDomain: string;
   readonly resolvConf: string;
+  /** --root-dir: per-pod volumes and files live under <rootDir>/pods. */
+  readonly rootDir: string;
+  /** The configured cgroup driver (used when the runtime does not say). */
+  readonly cgroupDriver: 'cgroupfs' | 'systemd';
+  readonly podPidsLimit: number;
+  /** The node's hosts file, copied for hostNetwork pods (default /etc/hosts). */
+  readonly nodeHostsFile?: string;
   /** The kubelet API (:10250) and healthz; undefined: not served (enableServer false). */
   readonly server?: Omit<KubeletServerOptions, 'nodeName' | 'podLogsDir'>;
 }
@@ -63,6 +88,11 @@ export interface KubeletDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly host: HostInfoProvider;
+  readonly metrics?: KubeletMetrics;
+  /** The cgroup filesystem; without it berth makes no QoS or pod cgroups (unit tests). */
+  readonly cgroups?: CgroupManager;
+  /** mount(8)/umount(8) by default. */
+  readonly mounter?: Mounter;
 }
 
 export type KubeletState = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED' | 'FAILED';
@@ -84,11 +114,50 @@ export class Kubelet {
   readonly prober: ProberManager;
   readonly server: KubeletServer | undefined;
   readonly admission: AdmissionManager;
+  readonly services: ServiceLister;
+  readonly volumes: VolumeStack;
+  readonly podCgroups: PodCgroups | undefined;
+  #cgroupDriver: 'cgroupfs' | 'systemd';
 
   constructor(options: KubeletOptions, deps: KubeletDeps) {
     this.#o = options;
     this.#d = deps;
-    const { kube, cri, recorder, clock, logger } = deps;
+    const { kube, cri, recorder, clock, logger, metrics } = deps;
+    this.#cgroupDriver = options.cgroupDriver;
+    this.services = new ServiceLister({ client: kube, clock, logger });
+    const allocatable = (): NodeAllocatable => {
+      const a = this.nodeStatus.node?.status?.allocatable ?? {};
+      return {
+        cpu: a['cpu'] ?? '0',
+        memory: a['memory'] ?? '0',
+        ...(a['ephemeral-storage'] !== undefined && {
+          'ephemeral-storage': a['ephemeral-storage'],
+        }),
+      };
+    };
+    this.volumes = createVolumeStack({
+      kube,
+      clock,
+      logger,
+      rootDir: options.rootDir,
+      hostIPs: options.nodeIPs,
+      nodeAllocatable: allocatable,
+      ...(deps.mounter !== undefined && { mounter: deps.mounter }),
+    });
+    this.volumes.objects.onChange((kind, ns, name) => {
+      this.#resyncUsers(kind, ns, name);
+    });
+    this.podCgroups =
+      deps.cgroups === undefined || !options.cgroupsPerQOS
+        ? undefined
+        : new PodCgroups({
+            cgroups: deps.cgroups,
+            cgroupRoot: options.cgroupRoot,
+            driver: () => this.#cgroupDriver,
+            podPidsLimit: options.podPidsLimit,
+            logger: logger.child({ component: 'cgroups' }),
+          });
+    const nodeHosts = readNodeHosts(options.nodeHostsFile ?? '/etc/hosts');
     this.status = new StatusManager({
       client: kube,
       clock,
@@ -99,6 +168,7 @@ export class Kubelet {
       clock,
       logger: logger.child({ component: 'pleg' }),
       evented: true,
+      ...(metrics !== undefined && { metrics }),
       onEvents: (events) => {
         this.#onPlegEvents(events);
       },
@@ -110,6 +180,7 @@ export class Kubelet {
       logger: logger.child({ component: 'images' }),
       backoff: new Backoff(clock, { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 }),
       maxParallelPulls: options.maxParallelImagePulls,
+      ...(metrics !== undefined && { metrics }),
     });
     const hostResolv = readResolvConf(options.resolvConf);
     this.prober = new ProberManager({
@@ -117,6 +188,7 @@ export class Kubelet {
       clock,
       recorder,
       logger: logger.child({ component: 'prober' }),
+      ...(metrics !== undefined && { metrics: metrics.prober }),
       // A changed result is acted on by the next sync (kill, ready flag): run it now.
       onChange: (uid) => {
         const pod = this.source.pods().get(uid);
@@ -144,15 +216,43 @@ export class Kubelet {
         cgroupsPerQOS: options.cgroupsPerQOS,
         nodeName: options.nodeName,
         dns: (pod: Pod) => podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain),
+        ...(this.podCgroups !== undefined && {
+          cgroupParent: (pod: Pod) => this.podCgroups?.cgroupParent(pod) ?? '',
+        }),
       },
       runtimeName: () => this.#runtimeName,
       hostIPs: options.nodeIPs,
       prober: this.prober,
+      rootDir: options.rootDir,
+      volumes: this.volumes.volumes,
+      env: new PodEnvironment({
+        kube,
+        services: this.services,
+        hostIPs: options.nodeIPs,
+        nodeAllocatable: allocatable,
+        recorder,
+      }),
+      hostsFile: (pod, podIPs) =>
+        hostsFileContent(pod, {
+          podIPs: pod.spec?.hostNetwork === true ? options.nodeIPs : podIPs,
+          hostname:
+            pod.spec?.hostNetwork === true
+              ? options.nodeName
+              : (pod.spec?.hostname ?? pod.metadata?.name ?? '').slice(0, 63),
+          clusterDomain: options.clusterDomain,
+          nodeHostsFile: nodeHosts,
+        }),
+      ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
+      ...(metrics !== undefined && { metrics }),
+      onPodGone: (uid) => {
+        this.volumes.tokens.deletePodTokens(uid);
+      },
     });
     this.podWorkers = new PodWorkers({
       syncer: sync,
       clock,
       logger: logger.child({ component: 'pod-workers' }),
+      ...(metrics !== undefined && { metrics }),
     });
     this.source = new ApiPodSource({
       client: kube,
@@ -161,16 +261,23 @@ export class Kubelet {
       nodeName: options.nodeName,
       consumer: {
         add: (pod) => {
-          if (this.admission.admit(pod)) this.podWorkers.update(pod, 'add');
+          if (!this.admission.admit(pod)) return;
+          this.volumes.objects.register(pod);
+          this.podWorkers.update(pod, 'add');
         },
         update: (pod) => {
-          if (this.admission.admit(pod)) this.podWorkers.update(pod, 'update');
-          else this.#deleteRejected(pod);
+          if (!this.admission.admit(pod)) {
+            this.#deleteRejected(pod);
+            return;
+          }
+          this.volumes.objects.register(pod);
+          this.podWorkers.update(pod, 'update');
         },
         remove: (pod) => {
           const uid = pod.metadata?.uid ?? '';
           if (this.admission.isRejected(uid)) this.status.remove(uid);
           else this.podWorkers.update(pod, 'remove');
+          this.volumes.objects.unregister(uid);
           this.admission.forget(uid);
         },
       },
@@ -221,6 +328,8 @@ export class Kubelet {
       podWorkers: this.podWorkers,
       clock,
       logger: logger.child({ component: 'housekeeping' }),
+      volumes: this.volumes.volumes,
+      ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
     });
     this.server =
       options.server === undefined
@@ -233,6 +342,17 @@ export class Kubelet {
               clock,
               logger: logger.child({ component: 'server' }),
               pods: () => this.source.pods(),
+              ...(metrics !== undefined && { metrics }),
+              stats: new CriStatsProvider({
+                cri,
+                host: new ProcHostStats(),
+                clock,
+                logger: logger.child({ component: 'stats' }),
+                nodeName: options.nodeName,
+                rootDir: options.rootDir,
+                podLogsDir: options.podLogsDir,
+              }),
+              syncLoopHealth: () => this.#syncLoopHealth(),
             },
           );
   }
@@ -259,6 +379,28 @@ export class Kubelet {
             error: String(err),
           });
       });
+  }
+
+  /** A referenced configMap or secret changed: its pods' volumes are refreshed by a sync. */
+  #resyncUsers(kind: 'configmap' | 'secret', namespace: string, name: string): void {
+    for (const pod of this.source.pods().values()) {
+      if ((pod.metadata?.namespace ?? 'default') !== namespace) continue;
+      const refs = podObjectRefs(pod);
+      const names = kind === 'configmap' ? refs.configMaps : refs.secrets;
+      if (names.has(name)) this.podWorkers.update(pod, 'update');
+    }
+  }
+
+  #lastResync = 0;
+
+  /** Upstream's syncloop health check: the loop ran within twice its period (and 30 s). */
+  #syncLoopHealth(): string | undefined {
+    if (this.#state !== 'RUNNING' || this.#lastResync === 0) return undefined;
+    const age = this.#d.clock.now() - this.#lastResync;
+    const limit = Math.max(2 * this.#o.syncFrequencyMs, 30_000);
+    return age > limit
+      ? `sync loop took too long: last ran ${Math.round(age / 1000)}s ago`
+      : undefined;
   }
 
   #onPlegEvents(events: readonly PodLifecycleEvent[]): void {
@@ -290,6 +432,7 @@ export class Kubelet {
     const { cri, logger, recorder } = this.#d;
     try {
       const version = await cri.runtime.version({ version: '0.1.0' }, { signal });
+      this.#cgroupDriver = await runtimeCgroupDriver(cri, this.#o.cgroupDriver, logger, signal);
       this.#runtimeName = version.runtimeName;
       logger.info('Container runtime initialized', {
         runtime: version.runtimeName,
@@ -305,6 +448,11 @@ export class Kubelet {
         'Starting',
         'Starting kubelet.',
       );
+      await this.podCgroups?.start(podsAllocatable(this.nodeStatus.node));
+      this.#loop('services', (s) => this.services.run(s));
+      this.#loop('tokens', (s) => this.volumes.tokens.run(s));
+      // Service variables need the list; without it every container would wait a sync.
+      await raceTimeout(this.services.whenSynced(signal), 10_000);
       this.#loop('pleg', (s) => this.pleg.run(s));
       this.#loop('node-status', (s) => this.nodeStatus.run(s));
       this.#loop('lease', (s) => this.lease.run(s));
@@ -316,7 +464,9 @@ export class Kubelet {
       this.#loop('resync', async (s) => {
         while (!s.aborted) {
           await this.#d.clock.sleep(this.#o.syncFrequencyMs, s).catch(() => undefined);
-          if (!isAborted(s)) this.podWorkers.resyncAll();
+          if (isAborted(s)) continue;
+          this.#lastResync = this.#d.clock.now();
+          this.podWorkers.resyncAll();
         }
       });
       this.#state = 'RUNNING';
@@ -339,6 +489,7 @@ export class Kubelet {
     await this.podWorkers.close();
     await this.prober.stop();
     await Promise.allSettled(this.#loops);
+    await this.volumes.objects.stop();
     await this.status.drain();
     this.#state = 'STOPPED';
   }

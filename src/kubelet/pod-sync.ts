@@ -9,22 +9,28 @@ import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { ImageManager } from '../images/manager.ts';
 import { inNamespace, isNotFound, PODS, SECRETS, type KubeClient } from '../kube/types.ts';
 import { computePodActions, containerBackoffKey, podDescription } from '../kuberuntime/plan.ts';
-import {
-  latestContainer,
-  nextRestartCount,
-  type RuntimePodStatus,
-} from '../kuberuntime/runtime-state.ts';
+import type { RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
 import type { Pleg } from '../pleg/types.ts';
 import type { PodSyncer, SyncResult } from '../podworkers/types.ts';
 import type { ProberManager } from '../prober/manager.ts';
 import { generatePodStatus, type WaitingReason } from '../status/generate.ts';
 import type { StatusManager } from '../status/manager.ts';
 import type { Backoff } from '../util/backoff.ts';
+import type { PodCgroups } from '../cm/pod-cgroups.ts';
+import { HandlerRunner } from '../lifecycle/handler.ts';
+import { runPostStart, stopContainerWithHooks, type StopDeps } from '../lifecycle/stop.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { Clock } from '../util/clock.ts';
+import { VolumeError, type PodVolumes, type VolumeManager } from '../volumes/types.ts';
 import type { Logger } from '../util/logger.ts';
-import { containerConfig, sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
+import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
 import type { RuntimeStatusReader } from './runtime-status.ts';
-import { unsupportedVolumes } from './volumes-gate.ts';
+import {
+  startContainer,
+  type ContainerEnvProvider,
+  type ContainerStartDeps,
+} from './container-start.ts';
+import { writeEtcHosts } from './pod-dirs.ts';
 
 export interface PodSyncOptions {
   readonly cri: CriClient;
@@ -43,6 +49,16 @@ export interface PodSyncOptions {
   readonly hostIPs: readonly string[];
   /** Probe workers and results; without it no probe runs and every probe counts as passed. */
   readonly prober?: ProberManager;
+  readonly rootDir: string;
+  readonly volumes: VolumeManager;
+  readonly env: ContainerEnvProvider;
+  /** The pod's managed /etc/hosts content for its IPs. */
+  readonly hostsFile: (pod: Pod, podIPs: readonly string[]) => string;
+  /** QoS and pod cgroups (cgroupsPerQOS with a cgroup filesystem). */
+  readonly podCgroups?: PodCgroups;
+  readonly metrics?: KubeletMetrics;
+  /** The pod's containers, sandboxes and volumes are gone (drop per-pod caches). */
+  readonly onPodGone?: (uid: string) => void;
 }
 
 function podRef(pod: Pod, container?: string): EventTarget {
@@ -74,8 +90,26 @@ export class PodSync implements PodSyncer {
   /** Why a pod failed as a whole (deadline), kept for every later status of it. */
   readonly #failed = new Map<string, { reason: string; message: string }>();
 
+  readonly #hooks: StopDeps;
+
   constructor(options: PodSyncOptions) {
     this.#o = options;
+    const logger = options.logger.child({ component: 'lifecycle' });
+    this.#hooks = {
+      cri: options.cri,
+      recorder: options.recorder,
+      clock: options.clock,
+      logger,
+      runner: new HandlerRunner({
+        runtime: options.cri.runtime,
+        recorder: options.recorder,
+        clock: options.clock,
+        logger,
+        // The API status may not have the IP yet right after the sandbox started.
+        podIP: async (pod, signal) =>
+          (await this.#runtimeStatus(pod, signal)).sandboxes.find((x) => x.state === 'ready')?.ip,
+      }),
+    };
   }
 
   async #runtimeStatus(pod: Pod, signal: AbortSignal): Promise<RuntimePodStatus> {
@@ -134,6 +168,7 @@ export class PodSync implements PodSyncer {
     return out;
   }
 
+  /** Upstream's killContainer: preStop within the grace period, then StopContainer. */
   async #killContainer(
     pod: Pod,
     id: string,
@@ -142,10 +177,16 @@ export class PodSync implements PodSyncer {
     message: string,
     signal: AbortSignal,
   ): Promise<void> {
-    this.#o.recorder.event(podRef(pod, name), 'Normal', 'Killing', message);
-    await this.#o.cri.runtime.stopContainer(
-      { containerId: id, timeout: BigInt(Math.max(0, Math.ceil(graceSeconds))) },
-      { signal, timeoutMs: (graceSeconds + 120) * 1000 },
+    await stopContainerWithHooks(
+      this.#hooks,
+      {
+        pod,
+        container: specContainer(pod, name) ?? { name },
+        containerId: id,
+        gracePeriodSeconds: graceSeconds,
+        message,
+      },
+      signal,
     );
   }
 
@@ -156,13 +197,17 @@ export class PodSync implements PodSyncer {
     this.#waiting.set(uid, waiting);
     const deadlineMs = this.#activeDeadlineRemaining(pod);
     if (deadlineMs !== undefined && deadlineMs <= 0) return this.#deadlineExceeded(pod, signal);
-    const blocked = unsupportedVolumes(pod);
-    if (blocked !== undefined) {
-      recorder.event(podRef(pod), 'Warning', 'FailedMount', blocked);
-      for (const c of pod.spec?.containers ?? [])
-        waiting.set(c.name, { reason: 'ContainerCreating', message: blocked });
+    let volumes: PodVolumes;
+    try {
+      volumes = await this.#o.volumes.setUpPod(pod, signal);
+    } catch (err) {
+      if (signal.aborted || !(err instanceof VolumeError)) throw err;
+      // Upstream keeps the pod ContainerCreating and retries; the event says why.
+      recorder.event(podRef(pod), 'Warning', 'FailedMount', err.message);
+      for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])])
+        waiting.set(c.name, { reason: 'ContainerCreating', message: '' });
       this.#report(pod, await this.#runtimeStatus(pod, signal));
-      return { requeueAfterMs: 30_000 };
+      return { requeueAfterMs: 5000 };
     }
     let runtime = await this.#runtimeStatus(pod, signal);
     const plan = computePodActions({
@@ -208,6 +253,7 @@ export class PodSync implements PodSyncer {
     let sandboxId = plan.sandboxId;
     let sandbox: cri.PodSandboxConfig | undefined;
     if (plan.createSandbox) {
+      await this.#o.podCgroups?.ensurePod(pod);
       sandbox = this.#sandboxConfig(pod, plan.attempt);
       try {
         sandboxId = (
@@ -228,6 +274,7 @@ export class PodSync implements PodSyncer {
         return { requeueAfterMs: 10_000 };
       }
       await this.#o.pleg.relist(signal);
+      runtime = await this.#runtimeStatus(pod, signal);
     }
     if (sandboxId === undefined) {
       this.#report(pod, runtime);
@@ -236,17 +283,26 @@ export class PodSync implements PodSyncer {
     sandbox ??= this.#sandboxConfig(pod, plan.attempt);
     if (plan.initContainersToStart.length + plan.containersToStart.length > 0) {
       const secrets = await this.#pullSecrets(pod, signal);
+      const podIPs = runtime.sandboxes.find((s) => s.id === sandboxId)?.ips ?? [];
+      const hosts = await writeEtcHosts(this.#o.rootDir, uid, this.#o.hostsFile(pod, podIPs));
+      const deps = this.#startDeps(hosts);
       const start = async (name: string): Promise<void> => {
         const spec = specContainer(pod, name);
         if (spec === undefined) return;
-        const r = await this.#startContainer(
-          pod,
-          spec,
-          runtime,
-          sandboxId,
-          sandbox,
-          secrets,
-          waiting,
+        const r = await startContainer(
+          deps,
+          {
+            pod,
+            spec,
+            runtime,
+            sandboxId,
+            sandbox,
+            podIPs,
+            secrets,
+            volumes,
+            waiting,
+            target: podRef(pod, name),
+          },
           signal,
         );
         if (r !== undefined) requeue = Math.min(requeue ?? r, r);
@@ -316,65 +372,22 @@ export class PodSync implements PodSyncer {
     }
   }
 
-  /** Ensures the image, creates and starts one container. Returns a requeue delay when it must wait. */
-  async #startContainer(
-    pod: Pod,
-    spec: Container,
-    runtime: RuntimePodStatus,
-    sandboxId: string,
-    sandbox: cri.PodSandboxConfig,
-    secrets: readonly Secret[],
-    waiting: Map<string, WaitingReason>,
-    signal: AbortSignal,
-  ): Promise<number | undefined> {
-    const { cri: client, recorder, images } = this.#o;
-    const uid = pod.metadata?.uid ?? '';
-    const ref = podRef(pod, spec.name);
-    const image = await images.ensureImage(pod, spec, secrets, sandbox, ref, signal);
-    if (!image.ok) {
-      waiting.set(spec.name, { reason: image.reason, message: image.message });
-      return image.retryAfterMs;
-    }
-    const previous = latestContainer(runtime, spec.name);
-    const restartCount = nextRestartCount(runtime, spec.name);
-    // A restart after an exit counts towards CrashLoopBackOff (the plan checked it is due).
-    if (previous !== undefined && previous.state === 'exited')
-      this.#o.crashBackoff.next(containerBackoffKey(uid, spec.name));
-    const env = (spec.env ?? [])
-      .filter((e) => e.value !== undefined)
-      .map((e) => ({ key: e.name, value: Buffer.from(e.value ?? '') }));
-    let containerId: string;
-    try {
-      containerId = (
-        await client.runtime.createContainer(
-          {
-            podSandboxId: sandboxId,
-            config: containerConfig(pod, spec, restartCount, image.imageRef, env, []),
-            sandboxConfig: sandbox,
-          },
-          { signal },
-        )
-      ).containerId;
-    } catch (err) {
-      if (signal.aborted) throw err;
-      const message = describe(err);
-      recorder.event(ref, 'Warning', 'Failed', `Error: ${message}`);
-      waiting.set(spec.name, { reason: 'CreateContainerError', message });
-      return 10_000;
-    }
-    recorder.event(ref, 'Normal', 'Created', `Created container: ${spec.name}`);
-    try {
-      await client.runtime.startContainer({ containerId }, { signal });
-    } catch (err) {
-      if (signal.aborted) throw err;
-      const message = describe(err);
-      recorder.event(ref, 'Warning', 'Failed', `Error: ${message}`);
-      waiting.set(spec.name, { reason: 'RunContainerError', message });
-      return undefined;
-    }
-    waiting.delete(spec.name);
-    recorder.event(ref, 'Normal', 'Started', `Started container ${spec.name}`);
-    return undefined;
+  #startDeps(hostsFile: string): ContainerStartDeps {
+    const o = this.#o;
+    return {
+      cri: o.cri,
+      images: o.images,
+      recorder: o.recorder,
+      crashBackoff: o.crashBackoff,
+      rootDir: o.rootDir,
+      env: o.env,
+      volumes: o.volumes,
+      etcHosts: () => hostsFile,
+      postStart: async (pod, container, containerId, signal) => {
+        const r = await runPostStart(this.#hooks, { pod, container, containerId }, signal);
+        return r.ok ? undefined : r.message;
+      },
+    };
   }
 
   async #killPod(
@@ -441,6 +454,9 @@ export class PodSync implements PodSyncer {
           if (!(err instanceof CriError && err.code === 'BERTH_CRI_NOT_FOUND')) throw err;
         });
     }
+    await this.#o.volumes.tearDownPod(uid, signal);
+    await this.#o.podCgroups?.destroyPod(uid);
+    this.#o.onPodGone?.(uid);
     await this.#o.status.drain();
     try {
       await this.#o.kube.delete(

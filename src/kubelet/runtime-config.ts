@@ -26,6 +26,8 @@ export interface RuntimeConfigOptions {
   readonly nodeName: string;
   /** The pod's resolver configuration (kubelet/dns.ts). */
   readonly dns: (pod: Pod) => cri.DNSConfig | undefined;
+  /** The pod cgroup in the runtime's driver naming (cm/pod-cgroups.ts); default: cgroupfs form. */
+  readonly cgroupParent?: (pod: Pod) => string;
 }
 
 // Upstream's default masked and read-only /proc and /sys paths (runtime default).
@@ -97,8 +99,10 @@ export function sandboxConfig(
         hostIp: p.hostIP ?? '',
       })),
   );
+  // A hostNetwork pod shares the node's UTS namespace: the runtime must not set a hostname
+  // (runc refuses to without a private UTS namespace), as upstream leaves it empty.
   const hostname =
-    spec?.hostNetwork === true ? o.nodeName : (spec?.hostname ?? meta.name ?? '').slice(0, 63);
+    spec?.hostNetwork === true ? '' : (spec?.hostname ?? meta.name ?? '').slice(0, 63);
   const privileged = (spec?.containers ?? []).some((c) => c.securityContext?.privileged === true);
   return cri.PodSandboxConfig.fromPartial({
     metadata: {
@@ -117,7 +121,7 @@ export function sandboxConfig(
     labels: sandboxLabels(pod),
     annotations: sandboxAnnotations(pod),
     linux: {
-      cgroupParent: podCgroupParent(pod, o),
+      cgroupParent: o.cgroupParent?.(pod) ?? podCgroupParent(pod, o),
       securityContext: {
         namespaceOptions: namespaceOptions(pod),
         privileged,

@@ -7,8 +7,9 @@
  *
  * A missing configMap or secret (or key) that is not optional fails the container:
  * makeEnvironment throws an EnvError whose message is upstream's, and the caller shows
- * it as CreateContainerConfigError. envFrom keys that are not valid variable names are
- * skipped and returned in `errors` for upstream's InvalidEnvironmentVariableNames event.
+ * it as CreateContainerConfigError. envFrom keys are passed through as v1.37 does
+ * (relaxed names); one that no environment can carry (with '=') is skipped and returned
+ * in `errors` for an InvalidEnvironmentVariableNames warning event.
  */
 import type {
   ConfigMap,
@@ -290,7 +291,9 @@ export async function makeEnvironment(
     // Upstream walks a Go map (random order); sorted keys make the order reproducible.
     for (const [key, value] of [...data].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       const full = prefix + key;
-      if (!isEnvVarName(full)) {
+      // v1.37 passes every key through (relaxed environment variable names are GA); only
+      // a name no process environment can carry (with '=', or not printable) is skipped.
+      if (!isRelaxedEnvVarName(full)) {
         invalid.push(full);
         continue;
       }

@@ -1,0 +1,184 @@
+/**
+ * Starting one container, in upstream's order (kuberuntime startContainer): ensure the
+ * image, build the environment and mounts (volumes, the managed /etc/hosts, a fresh
+ * termination-message file), CreateContainer, StartContainer, then the postStart hook.
+ * Each failure becomes the container's waiting reason and an event, as upstream:
+ * ErrImagePull/ImagePullBackOff, CreateContainerConfigError, CreateContainerError,
+ * RunContainerError, PostStartHookError.
+ */
+import type { Container, Pod, Secret } from 'kubernetes-types/core/v1.js';
+import { CriError, cri, type CriClient } from '../cri/index.ts';
+import type { EventRecorder, EventTarget } from '../events/types.ts';
+import type { ImageManager } from '../images/manager.ts';
+import { containerBackoffKey } from '../kuberuntime/plan.ts';
+import {
+  latestContainer,
+  nextRestartCount,
+  type RuntimePodStatus,
+} from '../kuberuntime/runtime-state.ts';
+import type { WaitingReason } from '../status/generate.ts';
+import type { Backoff } from '../util/backoff.ts';
+import { BerthError } from '../util/errors.ts';
+import type { PodVolumes, VolumeManager } from '../volumes/types.ts';
+import { createTerminationLogFile } from './pod-dirs.ts';
+import { containerConfig } from './runtime-config.ts';
+
+/** A container's configuration cannot be built (CreateContainerConfigError). */
+export class ContainerConfigError extends BerthError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('BERTH_CONTAINER_CONFIG', message, options);
+  }
+}
+
+export interface ContainerEnvironment {
+  readonly env: readonly { readonly name: string; readonly value: string }[];
+  readonly command: readonly string[];
+  readonly args: readonly string[];
+}
+
+/** Builds a container's environment; throws (any error -> CreateContainerConfigError). */
+export interface ContainerEnvProvider {
+  environment(
+    pod: Pod,
+    container: Container,
+    podIPs: readonly string[],
+    signal: AbortSignal,
+  ): Promise<ContainerEnvironment>;
+}
+
+/**
+ * Runs the postStart hook. On failure it has already recorded FailedPostStartHook and
+ * killed the container; it resolves to the message for the waiting state.
+ */
+export type PostStartRunner = (
+  pod: Pod,
+  container: Container,
+  containerId: string,
+  signal: AbortSignal,
+) => Promise<string | undefined>;
+
+export interface ContainerStartDeps {
+  readonly cri: CriClient;
+  readonly images: ImageManager;
+  readonly recorder: EventRecorder;
+  readonly crashBackoff: Backoff;
+  readonly rootDir: string;
+  readonly env: ContainerEnvProvider;
+  readonly volumes: VolumeManager;
+  /** Path of the pod's managed hosts file, when /etc/hosts should be mounted. */
+  readonly etcHosts: (pod: Pod) => string | undefined;
+  readonly postStart?: PostStartRunner;
+}
+
+export interface ContainerStartContext {
+  readonly pod: Pod;
+  readonly spec: Container;
+  readonly runtime: RuntimePodStatus;
+  readonly sandboxId: string;
+  readonly sandbox: cri.PodSandboxConfig;
+  readonly podIPs: readonly string[];
+  readonly secrets: readonly Secret[];
+  readonly volumes: PodVolumes;
+  readonly waiting: Map<string, WaitingReason>;
+  readonly target: EventTarget;
+}
+
+function describe(err: unknown): string {
+  return err instanceof CriError ? err.details : err instanceof Error ? err.message : String(err);
+}
+
+/** The kubelet-managed mounts every container gets besides its volumeMounts. */
+async function kubeletMounts(
+  deps: ContainerStartDeps,
+  pod: Pod,
+  spec: Container,
+): Promise<cri.Mount[]> {
+  const out: cri.Mount[] = [];
+  const hosts = deps.etcHosts(pod);
+  const mountsHosts = (spec.volumeMounts ?? []).some((m) => m.mountPath === '/etc/hosts');
+  if (hosts !== undefined && !mountsHosts)
+    out.push(cri.Mount.fromPartial({ containerPath: '/etc/hosts', hostPath: hosts }));
+  const path = spec.terminationMessagePath ?? '/dev/termination-log';
+  if (path !== '') {
+    const file = await createTerminationLogFile(deps.rootDir, pod.metadata?.uid ?? '', spec.name);
+    out.push(cri.Mount.fromPartial({ containerPath: path, hostPath: file }));
+  }
+  return out;
+}
+
+/** Returns a requeue delay when the container must wait (image back-off, config errors). */
+export async function startContainer(
+  deps: ContainerStartDeps,
+  ctx: ContainerStartContext,
+  signal: AbortSignal,
+): Promise<number | undefined> {
+  const { cri: client, recorder, images } = deps;
+  const { pod, spec, runtime, waiting, target: ref } = ctx;
+  const uid = pod.metadata?.uid ?? '';
+  const image = await images.ensureImage(pod, spec, ctx.secrets, ctx.sandbox, ref, signal);
+  if (!image.ok) {
+    waiting.set(spec.name, { reason: image.reason, message: image.message });
+    return image.retryAfterMs;
+  }
+  const previous = latestContainer(runtime, spec.name);
+  const restartCount = nextRestartCount(runtime, spec.name);
+  let config: cri.ContainerConfig;
+  try {
+    const env = await deps.env.environment(pod, spec, ctx.podIPs, signal);
+    const vars = new Map(env.env.map((e) => [e.name, e.value]));
+    const mounts = [
+      ...(await deps.volumes.containerMounts(pod, spec, ctx.volumes, vars, signal)),
+      ...(await kubeletMounts(deps, pod, spec)),
+    ];
+    config = containerConfig(
+      pod,
+      { ...spec, command: [...env.command], args: [...env.args] },
+      restartCount,
+      image.imageRef,
+      env.env.map((e) => ({ key: e.name, value: Buffer.from(e.value) })),
+      mounts,
+    );
+  } catch (err) {
+    if (signal.aborted) throw err;
+    const message = describe(err);
+    recorder.event(ref, 'Warning', 'Failed', `Error: ${message}`);
+    waiting.set(spec.name, { reason: 'CreateContainerConfigError', message });
+    return 10_000;
+  }
+  // A restart after an exit counts towards CrashLoopBackOff (the plan checked it is due).
+  if (previous !== undefined && previous.state === 'exited')
+    deps.crashBackoff.next(containerBackoffKey(uid, spec.name));
+  let containerId: string;
+  try {
+    containerId = (
+      await client.runtime.createContainer(
+        { podSandboxId: ctx.sandboxId, config, sandboxConfig: ctx.sandbox },
+        { signal },
+      )
+    ).containerId;
+  } catch (err) {
+    if (signal.aborted) throw err;
+    const message = describe(err);
+    recorder.event(ref, 'Warning', 'Failed', `Error: ${message}`);
+    waiting.set(spec.name, { reason: 'CreateContainerError', message });
+    return 10_000;
+  }
+  recorder.event(ref, 'Normal', 'Created', `Created container: ${spec.name}`);
+  try {
+    await client.runtime.startContainer({ containerId }, { signal });
+  } catch (err) {
+    if (signal.aborted) throw err;
+    const message = describe(err);
+    recorder.event(ref, 'Warning', 'Failed', `Error: ${message}`);
+    waiting.set(spec.name, { reason: 'RunContainerError', message });
+    return undefined;
+  }
+  waiting.delete(spec.name);
+  recorder.event(ref, 'Normal', 'Started', `Started container ${spec.name}`);
+  if (spec.lifecycle?.postStart !== undefined && deps.postStart !== undefined) {
+    const failure = await deps.postStart(pod, spec, containerId, signal);
+    if (failure !== undefined)
+      waiting.set(spec.name, { reason: 'PostStartHookError', message: failure });
+  }
+  return undefined;
+}

@@ -1,0 +1,55 @@
+/**
+ * Builds the volume manager with everything it reads from: the watch-based cache of
+ * referenced configMaps and secrets, the service-account token manager (TokenRequest)
+ * and the downward API resolver. The kubelet owns the returned parts: it registers
+ * pods with the cache, runs the token manager and stops both.
+ */
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { KubeClient } from '../kube/types.ts';
+import { HostDownwardResolver, type NodeAllocatable } from '../kuberuntime/downward.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+import { HostVolumeManager } from '../volumes/manager.ts';
+import { SystemMounter, type Mounter } from '../volumes/mounter.ts';
+import { ApiVolumeSources, TokenManager, WatchingObjectCache } from '../volumes/sources/index.ts';
+import type { VolumeManager } from '../volumes/types.ts';
+
+export interface VolumeStackOptions {
+  readonly kube: KubeClient;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly rootDir: string;
+  readonly hostIPs: readonly string[];
+  readonly nodeAllocatable: () => NodeAllocatable;
+  /** Default: the system's mount(8)/umount(8). */
+  readonly mounter?: Mounter;
+}
+
+export interface VolumeStack {
+  readonly volumes: VolumeManager;
+  readonly objects: WatchingObjectCache;
+  readonly tokens: TokenManager;
+}
+
+export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
+  const logger = o.logger.child({ component: 'volumes' });
+  const objects = new WatchingObjectCache({ kube: o.kube, clock: o.clock, logger });
+  const tokens = new TokenManager({ kube: o.kube, clock: o.clock, logger });
+  const downward = new HostDownwardResolver({
+    hostIPs: () => o.hostIPs,
+    podIPs: (pod: Pod) =>
+      pod.spec?.hostNetwork === true
+        ? o.hostIPs
+        : (pod.status?.podIPs ?? []).map((p) => p.ip ?? '').filter((ip) => ip !== ''),
+    nodeAllocatable: o.nodeAllocatable,
+  });
+  const sources = new ApiVolumeSources({ kube: o.kube, cache: objects, tokens, downward, logger });
+  const volumes = new HostVolumeManager({
+    rootDir: o.rootDir,
+    mounter: o.mounter ?? new SystemMounter(),
+    sources,
+    logger,
+    clock: o.clock,
+  });
+  return { volumes, objects, tokens };
+}
