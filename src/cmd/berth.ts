@@ -8,6 +8,7 @@
 import { mkdir } from 'node:fs/promises';
 import { CgroupfsManager, detectCgroupVersion } from '../cm/cgroupfs.ts';
 import { configzDocument } from '../config/configz.ts';
+import { bootstrapIfConfigured, startCertificateManagers } from './certificates.ts';
 import { loadConfig } from '../config/index.ts';
 import { ConfigError, HelpRequestedError } from '../config/errors.ts';
 import type { KubeletConfig } from '../config/types.ts';
@@ -44,10 +45,10 @@ function evictionReserve(hard: Readonly<Record<string, string>>): {
 
 /** The kubelet API server's settings from the KubeletConfiguration. */
 function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> {
-  if (k.tlsCertFile === null || k.tlsPrivateKeyFile === null) {
-    // Self-signed certificates (upstream's fallback) are not made yet.
+  if ((k.tlsCertFile === null || k.tlsPrivateKeyFile === null) && !k.serverTLSBootstrap) {
+    // Self-signed certificates (upstream's fallback) are not made: they break kubectl logs.
     throw new ConfigError(
-      'Cannot serve the kubelet API as tlsCertFile and tlsPrivateKeyFile are required',
+      'Cannot serve the kubelet API as tlsCertFile and tlsPrivateKeyFile (or serverTLSBootstrap) are required',
     );
   }
   return {
@@ -100,6 +101,37 @@ async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
   await mkdir(config.rootDir, { recursive: true });
+  // Signal handlers are installed once; what they stop depends on how far start-up got.
+  const certs = new AbortController();
+  let stopping: Promise<void> | undefined;
+  // Filled in once everything that must be stopped exists.
+  const shutdown: { teardown?: () => Promise<void> } = {};
+  const stop = (sig: string): void => {
+    if (stopping !== undefined) return;
+    logger.info('Shutting down (pods keep running)', { signal: sig });
+    certs.abort();
+    stopping = shutdown.teardown?.() ?? Promise.resolve();
+  };
+  process.once('SIGTERM', () => {
+    stop('SIGTERM');
+  });
+  process.once('SIGINT', () => {
+    stop('SIGINT');
+  });
+  const nodeIPs = config.nodeIPs.length > 0 ? config.nodeIPs : ['127.0.0.1'];
+  const certOptions = {
+    config: { ...config, kubeconfig: config.kubeconfig },
+    k,
+    nodeIPs,
+    clock: systemClock,
+    logger: logger.child({ component: 'certificates' }),
+  };
+  try {
+    await bootstrapIfConfigured(certOptions, certs.signal);
+  } catch (err) {
+    if (certs.signal.aborted) return 0;
+    throw err;
+  }
   // From the kubeconfig path, so a rotated client certificate can be reloaded.
   const kube = await HttpKubeClient.fromKubeconfig(config.kubeconfig, {
     qps: k.kubeAPIQPS,
@@ -107,6 +139,7 @@ async function main(argv: readonly string[]): Promise<number> {
     clock: systemClock,
     logger: logger.child({ component: 'kube-client' }),
   });
+  const certificates = await startCertificateManagers(certOptions, kube, certs.signal);
   const metrics = new KubeletMetrics({ nodeName: config.nodeName });
   const cri = new GrpcCriClient(socketPath(k.containerRuntimeEndpoint), {
     defaultTimeoutMs: k.runtimeRequestTimeoutMs,
@@ -124,7 +157,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const kubelet = new Kubelet(
     {
       nodeName: config.nodeName,
-      nodeIPs: config.nodeIPs.length > 0 ? config.nodeIPs : ['127.0.0.1'],
+      nodeIPs,
       nodeLabels: config.nodeLabels,
       registerWithTaints: k.registerWithTaints,
       ...(k.providerID !== null && { providerID: k.providerID }),
@@ -157,25 +190,18 @@ async function main(argv: readonly string[]): Promise<number> {
       host: new LinuxHostInfo(config.rootDir),
       metrics,
       cgroups: new CgroupfsManager({ version: await detectCgroupVersion() }),
+      ...(certificates.serving !== undefined && { servingCertificate: certificates.serving }),
     },
   );
-  let stopping: Promise<void> | undefined;
-  const stop = (sig: string): void => {
-    if (stopping !== undefined) return;
-    logger.info('Shutting down (pods keep running)', { signal: sig });
-    stopping = (async () => {
-      await kubelet.stop();
-      await recorder.close();
-      await kube.close();
-      cri.close();
-    })();
+  shutdown.teardown = async () => {
+    await kubelet.stop();
+    certs.abort();
+    await certificates.stopped();
+    await recorder.close();
+    await kube.close();
+    cri.close();
   };
-  process.once('SIGTERM', () => {
-    stop('SIGTERM');
-  });
-  process.once('SIGINT', () => {
-    stop('SIGINT');
-  });
+  if (certs.signal.aborted) stopping = shutdown.teardown();
   try {
     await kubelet.start();
   } catch (err) {

@@ -25,7 +25,11 @@ import type { PodLifecycleEvent } from '../pleg/types.ts';
 import { ApiPodSource } from '../podsource/api-source.ts';
 import { PodWorkers } from '../podworkers/pod-workers.ts';
 import { ProberManager } from '../prober/manager.ts';
-import { KubeletServer, type KubeletServerOptions } from '../server/server.ts';
+import {
+  KubeletServer,
+  type KubeletServerOptions,
+  type ServingCertificateSource,
+} from '../server/server.ts';
 import { CriStatsProvider } from '../stats/cri-provider.ts';
 import { ProcHostStats } from '../stats/host.ts';
 import { StatusManager } from '../status/manager.ts';
@@ -93,6 +97,8 @@ export interface KubeletDeps {
   readonly cgroups?: CgroupManager;
   /** mount(8)/umount(8) by default. */
   readonly mounter?: Mounter;
+  /** The rotating :10250 serving certificate (serverTLSBootstrap). */
+  readonly servingCertificate?: ServingCertificateSource;
 }
 
 export type KubeletState = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED' | 'FAILED';
@@ -353,6 +359,9 @@ export class Kubelet {
                 podLogsDir: options.podLogsDir,
               }),
               syncLoopHealth: () => this.#syncLoopHealth(),
+              ...(deps.servingCertificate !== undefined && {
+                certificate: deps.servingCertificate,
+              }),
             },
           );
   }

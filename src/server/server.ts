@@ -86,8 +86,9 @@ export interface KubeletServerOptions {
   readonly healthzAddress: string;
   /** 0 disables healthz. */
   readonly healthzPort: number;
-  readonly tlsCertFile: string;
-  readonly tlsPrivateKeyFile: string;
+  /** Serving certificate files; unused when the deps give a rotating certificate source. */
+  readonly tlsCertFile: string | null;
+  readonly tlsPrivateKeyFile: string | null;
   readonly clientCAFile: string | null;
   readonly webhookAuthentication: boolean;
   readonly authenticationCacheTTLMs: number;
@@ -114,6 +115,17 @@ export interface KubeletServerDeps {
   readonly stats?: StatsProvider;
   /** The syncloop healthz check: why the sync loop is unhealthy, else undefined. */
   readonly syncLoopHealth?: () => string | undefined;
+  /**
+   * A rotating serving certificate (serverTLSBootstrap). Until it has one the listener
+   * completes no handshake, rather than serve an untrusted self-signed certificate.
+   */
+  readonly certificate?: ServingCertificateSource;
+}
+
+export interface ServingCertificateSource {
+  current(): { readonly certPem: string; readonly keyPem: string } | undefined;
+  /** Calls `cb` after each rotation; returns a function that unsubscribes. */
+  onRotate(cb: () => void): () => void;
 }
 
 export type KubeletServerState = 'NEW' | 'RUNNING' | 'STOPPED';
@@ -128,6 +140,7 @@ export class KubeletServer {
   readonly #monitoring: MonitoringDeps;
   #state: KubeletServerState = 'NEW';
   #https: HttpsServer | undefined;
+  #unsubscribe: (() => void) | undefined;
   #healthz: Server | undefined;
   /** Upgraded sockets: closeAllConnections() no longer sees them. */
   readonly #streams = new Set<Duplex>();
@@ -182,14 +195,24 @@ export class KubeletServer {
     if (this.#state !== 'NEW')
       throw new Error(`Cannot start the kubelet server in state ${this.#state}`);
     this.#state = 'RUNNING';
-    const [cert, key, ca] = await Promise.all([
-      readFile(this.#o.tlsCertFile),
-      readFile(this.#o.tlsPrivateKeyFile),
+    const source = this.#d.certificate;
+    const [files, ca] = await Promise.all([
+      source !== undefined || this.#o.tlsCertFile === null || this.#o.tlsPrivateKeyFile === null
+        ? Promise.resolve(undefined)
+        : Promise.all([readFile(this.#o.tlsCertFile), readFile(this.#o.tlsPrivateKeyFile)]),
       this.#o.clientCAFile === null ? Promise.resolve(undefined) : readFile(this.#o.clientCAFile),
     ]);
+    if (source === undefined && files === undefined)
+      throw new Error('Cannot serve the kubelet API as it has no serving certificate');
+    const rotating = source?.current();
+    const pair =
+      files !== undefined
+        ? { cert: files[0], key: files[1] }
+        : rotating !== undefined
+          ? { cert: rotating.certPem, key: rotating.keyPem }
+          : {};
     const server = createHttpsServer({
-      cert,
-      key,
+      ...pair,
       ...(ca !== undefined && { ca }),
       // The chain is checked (socket.authorized) but a request without a valid
       // certificate may still authenticate with a token, as upstream allows.
@@ -217,6 +240,25 @@ export class KubeletServer {
       socket.destroy();
     });
     this.#https = server;
+    if (source !== undefined) {
+      // A rotated certificate is used for new connections, without a restart. The
+      // context is replaced whole, so the client CA and TLS settings go with it.
+      this.#unsubscribe = source.onRotate(() => {
+        const next = source.current();
+        if (next === undefined) return;
+        server.setSecureContext({
+          cert: next.certPem,
+          key: next.keyPem,
+          ...(ca !== undefined && { ca }),
+          minVersion: 'TLSv1.2',
+          ciphers: CIPHERS,
+          honorCipherOrder: true,
+        });
+        this.#d.logger.info('Serving certificate rotated', {});
+      });
+      if (rotating === undefined)
+        this.#d.logger.info('Waiting for a serving certificate (serverTLSBootstrap)', {});
+    }
     await listen(server, this.#o.port, this.#o.address);
     this.#d.logger.info('Kubelet API listening', { address: this.#o.address, port: this.port });
     if (this.#o.healthzPort > 0) {
@@ -239,6 +281,7 @@ export class KubeletServer {
   async stop(): Promise<void> {
     if (this.#state === 'STOPPED') return;
     this.#state = 'STOPPED';
+    this.#unsubscribe?.();
     const closing = [this.#https, this.#healthz]
       .filter((s) => s !== undefined)
       .map(

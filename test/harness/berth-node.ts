@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { Cluster } from './cluster.ts';
 import { REPO_ROOT } from './binaries.ts';
 import { freePort } from './net.ts';
+import { createBootstrapToken, writeBootstrapKubeconfig } from './bootstrap.ts';
 import { createNodeIdentity, type NodeIdentity } from './node-identity.ts';
 import { ComponentProcess } from './process.ts';
 
@@ -17,6 +18,12 @@ export interface BerthNodeOptions {
   readonly extraArgs?: readonly string[];
   /** Keep running after this Node process exits (the demo). */
   readonly detached?: boolean;
+  /**
+   * Join with a bootstrap token instead of a ready-made identity: berth files the
+   * client CSR itself (rotateCertificates) and a serving CSR (serverTLSBootstrap), which
+   * the test must approve. The token: a valid one from createBootstrapToken by default.
+   */
+  readonly bootstrap?: { readonly token?: string };
 }
 
 export interface BerthNode {
@@ -25,6 +32,8 @@ export interface BerthNode {
   readonly dir: string;
   readonly configFile: string;
   readonly logFile: string;
+  /** --cert-dir (bootstrapped nodes keep their certificates here). */
+  readonly certDir: string;
   readonly process: ComponentProcess;
   /** SIGTERM and wait (pods keep running). */
   stop(): Promise<void>;
@@ -48,6 +57,20 @@ export async function startBerth(
   const port = await freePort();
   const healthzPort = await freePort();
   const configFile = join(dir, 'config.yaml');
+  const certDir = join(dir, 'pki');
+  const bootstrap = options.bootstrap;
+  const bootstrapKubeconfig = join(dir, 'bootstrap.kubeconfig');
+  if (bootstrap !== undefined) {
+    const token = bootstrap.token ?? (await createBootstrapToken(cluster)).token;
+    await writeBootstrapKubeconfig(cluster, bootstrapKubeconfig, token);
+  }
+  const tls =
+    bootstrap === undefined
+      ? [
+          `tlsCertFile: ${identity.servingCert.cert}`,
+          `tlsPrivateKeyFile: ${identity.servingCert.key}`,
+        ]
+      : ['rotateCertificates: true', 'serverTLSBootstrap: true'];
   await writeFile(
     configFile,
     [
@@ -60,8 +83,7 @@ export async function startBerth(
       'address: 127.0.0.1',
       `port: ${port}`,
       `healthzPort: ${healthzPort}`,
-      `tlsCertFile: ${identity.servingCert.cert}`,
-      `tlsPrivateKeyFile: ${identity.servingCert.key}`,
+      ...tls,
       'authentication:',
       '  x509:',
       `    clientCAFile: ${identity.caFile}`,
@@ -77,7 +99,10 @@ export async function startBerth(
   const args = [
     BERTH_MAIN,
     '--kubeconfig',
-    identity.kubeconfig,
+    bootstrap === undefined ? identity.kubeconfig : join(dir, 'kubelet.kubeconfig'),
+    ...(bootstrap === undefined ? [] : ['--bootstrap-kubeconfig', bootstrapKubeconfig]),
+    '--cert-dir',
+    certDir,
     '--config',
     configFile,
     '--hostname-override',
@@ -104,6 +129,7 @@ export async function startBerth(
       dir,
       configFile,
       logFile,
+      certDir,
       process: proc,
       stop: () => proc.stop(30_000),
       kill: async () => {

@@ -46,6 +46,8 @@ export interface ClusterOptions {
   readonly nodeName?: string;
   /** How long to wait for another cluster's kube-proxy to go away (default: fail at once). */
   readonly kubeProxyLockWaitMs?: number;
+  /** kube-controller-manager's --cluster-signing-duration, e.g. "6m" (certificate rotation tests). */
+  readonly clusterSigningDuration?: string;
   readonly log?: (message: string) => void;
 }
 
@@ -181,6 +183,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       detached,
       ports: { etcdClient, etcdPeer, apiserver, controllerManager, scheduler },
       ...(withProxy && { advertiseAddress: gateway }),
+      ...(options.clusterSigningDuration !== undefined && {
+        clusterSigningDuration: options.clusterSigningDuration,
+      }),
     });
     processes.push(...controlPlane.processes);
     await saveState();

@@ -51,6 +51,8 @@ export async function startControlPlane(options: {
    * Without it the Service has no endpoints.
    */
   readonly advertiseAddress?: string;
+  /** How long kube-controller-manager's CSR signer makes certificates valid (default 1 year). */
+  readonly clusterSigningDuration?: string;
 }): Promise<ControlPlane> {
   const { dir, pki, ports, bin, detached } = options;
   const advertise =
@@ -200,6 +202,9 @@ export async function startControlPlane(options: {
       pki.ca.cert,
       '--cluster-signing-key-file',
       pki.ca.key,
+      ...(options.clusterSigningDuration !== undefined
+        ? ['--cluster-signing-duration', options.clusterSigningDuration]
+        : []),
       '--root-ca-file',
       pki.ca.cert,
       '--service-account-private-key-file',
