@@ -58,6 +58,14 @@ export function podCgroupParent(
   return `${root}/kubepods${tier}/pod${pod.metadata?.uid ?? ''}`;
 }
 
+/** The pod's supplementalGroups, then its fsGroup (upstream adds it so volumes are usable). */
+function supplementalGroups(pod: Pod): bigint[] {
+  const sc = pod.spec?.securityContext;
+  const groups = [...(sc?.supplementalGroups ?? [])];
+  if (sc?.fsGroup !== undefined && !groups.includes(sc.fsGroup)) groups.push(sc.fsGroup);
+  return groups.map((g) => BigInt(g));
+}
+
 function namespaceOptions(pod: Pod): cri.NamespaceOption {
   const s = pod.spec;
   return cri.NamespaceOption.fromPartial({
@@ -131,7 +139,7 @@ export function sandboxConfig(
         ...(spec?.securityContext?.runAsGroup !== undefined && {
           runAsGroup: { value: BigInt(spec.securityContext.runAsGroup) },
         }),
-        supplementalGroups: (spec?.securityContext?.supplementalGroups ?? []).map((g) => BigInt(g)),
+        supplementalGroups: supplementalGroups(pod),
       },
       sysctls: Object.fromEntries(
         (spec?.securityContext?.sysctls ?? []).map((s) => [s.name, s.value]),
@@ -204,7 +212,7 @@ export function containerConfig(
           addCapabilities: sc?.capabilities?.add ?? [],
           dropCapabilities: sc?.capabilities?.drop ?? [],
         },
-        supplementalGroups: (podSc?.supplementalGroups ?? []).map((g) => BigInt(g)),
+        supplementalGroups: supplementalGroups(pod),
         maskedPaths: privileged ? [] : MASKED_PATHS,
         readonlyPaths: privileged ? [] : READONLY_PATHS,
       },

@@ -309,6 +309,32 @@ describe('volumes on berth (containerd 2.x, kube-proxy)', () => {
     assert.equal(await sh('content', 'cat /pinned.conf'), 'v1\n', 'a subPath mount never changes');
   });
 
+  test('fsGroup: volumes are group-owned, writable by the group, and the container is in it', async () => {
+    await running(
+      podWith(
+        'fsgroup',
+        [
+          { name: 'scratch', emptyDir: {} },
+          { name: 'cfg', configMap: { name: 'cfg' } },
+        ],
+        [
+          {
+            volumeMounts: [
+              { name: 'scratch', mountPath: '/scratch' },
+              { name: 'cfg', mountPath: '/cfg' },
+            ],
+          },
+        ],
+        { securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000 } },
+      ),
+    );
+    assert.match(await sh('fsgroup', 'id -G'), /\b2000\b/);
+    assert.equal((await sh('fsgroup', 'stat -c %g /scratch')).trim(), '2000');
+    assert.equal((await sh('fsgroup', 'stat -L -c %g /cfg/app.conf')).trim(), '2000');
+    // A new file inherits the group (setgid directory); user 1000 can write there.
+    assert.equal((await sh('fsgroup', 'touch /scratch/f && stat -c %g /scratch/f')).trim(), '2000');
+  });
+
   test('a missing configMap holds the pod in ContainerCreating with FailedMount', async () => {
     await failsWith(
       podWith(
