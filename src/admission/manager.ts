@@ -20,6 +20,7 @@ export interface AdmissionOptions {
   readonly setStatus: (pod: Pod, status: PodStatus) => void;
   readonly recorder: EventRecorder;
   readonly logger: Logger;
+  readonly allowedUnsafeSysctls?: readonly string[];
 }
 
 function isTerminalPhase(phase: string | undefined): boolean {
@@ -50,7 +51,12 @@ export class AdmissionManager {
     const result: PodAdmitResult =
       node === undefined
         ? { admit: false, reason: 'InvalidNodeInfo', message: 'Kubelet cannot get node info.' }
-        : admitPod({ pod, node, active: this.#active(uid) });
+        : admitPod({
+            pod,
+            node,
+            active: this.#active(uid),
+            allowedUnsafeSysctls: this.#o.allowedUnsafeSysctls ?? [],
+          });
     if (result.admit) {
       this.#admitted.add(uid);
       return true;

@@ -196,3 +196,46 @@ describe('podRequests', () => {
     assert.equal(podRequests(p).memory, 64 * 1024 * 1024);
   });
 });
+
+describe('sysctls', () => {
+  const withSysctls = (names: string[], spec: Partial<Pod['spec']> = {}): Pod =>
+    pod('s', {
+      securityContext: { sysctls: names.map((name) => ({ name, value: '1' })) },
+      ...spec,
+    });
+  test('safe sysctls pass; others are SysctlForbidden unless allowed by name or prefix', () => {
+    assert.equal(
+      admitPod({
+        pod: withSysctls(['net.ipv4.ip_unprivileged_port_start']),
+        node: node(),
+        active: [],
+      }).admit,
+      true,
+    );
+    const r = rejected(admitPod({ pod: withSysctls(['kernel.msgmax']), node: node(), active: [] }));
+    assert.equal(r.reason, 'SysctlForbidden');
+    assert.equal(r.message, 'forbidden sysctl: "kernel.msgmax" not allowlisted');
+    assert.equal(
+      admitPod({
+        pod: withSysctls(['kernel.msgmax', 'net/core/somaxconn']),
+        node: node(),
+        active: [],
+        allowedUnsafeSysctls: ['kernel.msg*', 'net.core.somaxconn'],
+      }).admit,
+      true,
+    );
+  });
+  test('a net sysctl with hostNetwork is refused', () => {
+    const r = rejected(
+      admitPod({
+        pod: withSysctls(['net.ipv4.tcp_syncookies'], { hostNetwork: true }),
+        node: node(),
+        active: [],
+      }),
+    );
+    assert.equal(
+      r.message,
+      'forbidden sysctl: "net.ipv4.tcp_syncookies" not allowed with host net enabled',
+    );
+  });
+});

@@ -16,6 +16,7 @@ import type {
   Toleration,
 } from 'kubernetes-types/core/v1.js';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
+import { forbiddenSysctl } from './sysctls.ts';
 
 export type PodAdmitResult =
   | { readonly admit: true }
@@ -27,6 +28,8 @@ export interface AdmissionInput {
   readonly node: Node;
   /** Pods admitted earlier and not yet terminal. */
   readonly active: readonly Pod[];
+  /** allowedUnsafeSysctls of the KubeletConfiguration. */
+  readonly allowedUnsafeSysctls?: readonly string[];
 }
 
 const ADMIT: PodAdmitResult = { admit: true };
@@ -226,7 +229,7 @@ function portsConflict(a: HostPortKey, b: HostPortKey): boolean {
   return a.ip === b.ip || a.ip === '0.0.0.0' || b.ip === '0.0.0.0';
 }
 
-/** Upstream's order: OS, then resources, node affinity, node name, host ports, taints. */
+/** Upstream's order: OS, sysctls, then resources, node affinity, node name, host ports, taints. */
 export function admitPod(input: AdmissionInput): PodAdmitResult {
   const { pod, node } = input;
   const selectorOs = pod.spec?.nodeSelector?.['kubernetes.io/os'];
@@ -239,6 +242,8 @@ export function admitPod(input: AdmissionInput): PodAdmitResult {
   const os = pod.spec?.os?.name;
   if (os !== undefined && os !== 'linux')
     return reject('PodOSNotSupported', "Failed to admit pod as the OS field doesn't match node OS");
+  const sysctl = forbiddenSysctl(pod, input.allowedUnsafeSysctls ?? []);
+  if (sysctl !== undefined) return reject('SysctlForbidden', sysctl);
   const fit = fits(input);
   if (!fit.admit) return fit;
   if (!nodeAffinityMatches(pod, node))

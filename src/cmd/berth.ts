@@ -179,6 +179,8 @@ async function main(argv: readonly string[]): Promise<number> {
       rootDir: config.rootDir,
       cgroupDriver: k.cgroupDriver,
       podPidsLimit: k.podPidsLimit,
+      seccompDefault: k.seccompDefault,
+      allowedUnsafeSysctls: k.allowedUnsafeSysctls,
       ...(server !== undefined && { server }),
     },
     {

@@ -11,6 +11,7 @@ import { CriError, cri, type CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { ImageManager } from '../images/manager.ts';
 import { containerBackoffKey } from '../kuberuntime/plan.ts';
+import { effectiveRunAs, verifyRunAsNonRoot, type ImageUser } from '../kuberuntime/security.ts';
 import {
   latestContainer,
   nextRestartCount,
@@ -21,7 +22,7 @@ import type { Backoff } from '../util/backoff.ts';
 import { BerthError } from '../util/errors.ts';
 import type { PodVolumes, VolumeManager } from '../volumes/types.ts';
 import { createTerminationLogFile } from './pod-dirs.ts';
-import { containerConfig } from './runtime-config.ts';
+import { containerConfig, type SeccompOptions } from './runtime-config.ts';
 
 /** A container's configuration cannot be built (CreateContainerConfigError). */
 export class ContainerConfigError extends BerthError {
@@ -68,6 +69,7 @@ export interface ContainerStartDeps {
   /** Path of the pod's managed hosts file, when /etc/hosts should be mounted. */
   readonly etcHosts: (pod: Pod) => string | undefined;
   readonly postStart?: PostStartRunner;
+  readonly seccomp?: SeccompOptions;
 }
 
 export interface ContainerStartContext {
@@ -106,6 +108,25 @@ async function kubeletMounts(
   return out;
 }
 
+/** runAsNonRoot without runAsUser: the image's user decides (no user in the image = root). */
+async function checkRunAsNonRoot(
+  client: CriClient,
+  pod: Pod,
+  spec: Container,
+  imageRef: string,
+  signal: AbortSignal,
+): Promise<void> {
+  const runAs = effectiveRunAs(pod, spec);
+  if (!runAs.runAsNonRoot) return;
+  let user: ImageUser = { uid: 0 };
+  if (runAs.runAsUser === undefined) {
+    const { image } = await client.image.imageStatus({ image: { image: imageRef } }, { signal });
+    if (image?.uid !== undefined) user = { uid: Number(image.uid.value) };
+    else if (image !== undefined && image.username !== '') user = { username: image.username };
+  }
+  verifyRunAsNonRoot(pod, spec, user);
+}
+
 /** Returns a requeue delay when the container must wait (image back-off, config errors). */
 export async function startContainer(
   deps: ContainerStartDeps,
@@ -124,6 +145,7 @@ export async function startContainer(
   const restartCount = nextRestartCount(runtime, spec.name);
   let config: cri.ContainerConfig;
   try {
+    await checkRunAsNonRoot(client, pod, spec, image.imageRef, signal);
     const env = await deps.env.environment(pod, spec, ctx.podIPs, signal);
     const vars = new Map(env.env.map((e) => [e.name, e.value]));
     const mounts = [
@@ -137,6 +159,7 @@ export async function startContainer(
       image.imageRef,
       env.env.map((e) => ({ key: e.name, value: Buffer.from(e.value) })),
       mounts,
+      deps.seccomp,
     );
   } catch (err) {
     if (signal.aborted) throw err;

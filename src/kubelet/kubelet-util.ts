@@ -1,7 +1,8 @@
 /** Small start-up helpers of the kubelet composition root. */
 import { readFileSync } from 'node:fs';
-import type { Node } from 'kubernetes-types/core/v1.js';
+import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { cri, CriError, type CriClient } from '../cri/index.ts';
+import { inNamespace, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
 import type { Logger } from '../util/logger.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
@@ -74,4 +75,28 @@ export async function runtimeCgroupDriver(
     if (signal.aborted || !(err instanceof CriError)) throw err;
     return configured;
   }
+}
+
+/** A rejected pod never ran: once it is being deleted, nothing holds it back. */
+export function deleteRejectedPod(
+  kube: KubeClient,
+  pod: Pod,
+  signal: AbortSignal,
+  logger: Logger,
+): void {
+  const m = pod.metadata;
+  if (m?.deletionTimestamp == null) return;
+  kube
+    .delete(inNamespace(PODS, m.namespace ?? 'default'), m.name ?? '', {
+      gracePeriodSeconds: 0,
+      preconditions: { uid: m.uid ?? '' },
+      signal,
+    })
+    .catch((err: unknown) => {
+      if (!signal.aborted && !isNotFound(err))
+        logger.warn('Cannot delete a rejected pod', {
+          pod: `${m.namespace ?? ''}/${m.name ?? ''}`,
+          error: String(err),
+        });
+    });
 }

@@ -6,6 +6,7 @@
  *
  * Stopping never kills pods: containers keep running and a restarted berth adopts them.
  */
+import { join } from 'node:path';
 import type { Pod, Taint } from 'kubernetes-types/core/v1.js';
 import { AdmissionManager } from '../admission/manager.ts';
 import { PodCgroups } from '../cm/pod-cgroups.ts';
@@ -13,7 +14,7 @@ import type { CgroupManager } from '../cm/types.ts';
 import type { CriClient } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
 import { ImageManager } from '../images/manager.ts';
-import { inNamespace, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
+import type { KubeClient } from '../kube/types.ts';
 import type { NodeAllocatable } from '../kuberuntime/downward.ts';
 import { hostsFileContent } from '../kuberuntime/hosts-file.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
@@ -42,6 +43,7 @@ import { podObjectRefs } from '../volumes/sources/index.ts';
 import { podDnsConfig, readResolvConf } from './dns.ts';
 import { Housekeeping } from './housekeeping.ts';
 import {
+  deleteRejectedPod,
   podsAllocatable,
   raceTimeout,
   readNodeHosts,
@@ -79,6 +81,9 @@ export interface KubeletOptions {
   /** The configured cgroup driver (used when the runtime does not say). */
   readonly cgroupDriver: 'cgroupfs' | 'systemd';
   readonly podPidsLimit: number;
+  readonly allowedUnsafeSysctls?: readonly string[];
+  /** seccompDefault: RuntimeDefault for containers that set no profile. */
+  readonly seccompDefault?: boolean;
   /** The node's hosts file, copied for hostNetwork pods (default /etc/hosts). */
   readonly nodeHostsFile?: string;
   /** The kubelet API (:10250) and healthz; undefined: not served (enableServer false). */
@@ -222,6 +227,8 @@ export class Kubelet {
         cgroupsPerQOS: options.cgroupsPerQOS,
         nodeName: options.nodeName,
         dns: (pod: Pod) => podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain),
+        seccompProfileRoot: join(options.rootDir, 'seccomp'),
+        seccompDefault: options.seccompDefault ?? false,
         ...(this.podCgroups !== undefined && {
           cgroupParent: (pod: Pod) => this.podCgroups?.cgroupParent(pod) ?? '',
         }),
@@ -273,7 +280,7 @@ export class Kubelet {
         },
         update: (pod) => {
           if (!this.admission.admit(pod)) {
-            this.#deleteRejected(pod);
+            deleteRejectedPod(kube, pod, this.#abort.signal, logger);
             return;
           }
           this.volumes.objects.register(pod);
@@ -318,6 +325,7 @@ export class Kubelet {
       },
       recorder,
       logger: logger.child({ component: 'admission' }),
+      allowedUnsafeSysctls: options.allowedUnsafeSysctls ?? [],
     });
     this.lease = new LeaseController({
       client: kube,
@@ -368,26 +376,6 @@ export class Kubelet {
 
   get state(): KubeletState {
     return this.#state;
-  }
-
-  /** A rejected pod never ran: once it is being deleted, nothing holds it back. */
-  #deleteRejected(pod: Pod): void {
-    const m = pod.metadata;
-    if (m?.deletionTimestamp == null) return;
-    const signal = this.#abort.signal;
-    this.#d.kube
-      .delete(inNamespace(PODS, m.namespace ?? 'default'), m.name ?? '', {
-        gracePeriodSeconds: 0,
-        preconditions: { uid: m.uid ?? '' },
-        signal,
-      })
-      .catch((err: unknown) => {
-        if (!signal.aborted && !isNotFound(err))
-          this.#d.logger.warn('Cannot delete a rejected pod', {
-            pod: `${m.namespace ?? ''}/${m.name ?? ''}`,
-            error: String(err),
-          });
-      });
   }
 
   /** A referenced configMap or secret changed: its pods' volumes are refreshed by a sync. */

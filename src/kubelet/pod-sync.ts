@@ -383,6 +383,7 @@ export class PodSync implements PodSyncer {
       env: o.env,
       volumes: o.volumes,
       etcHosts: () => hostsFile,
+      seccomp: o.runtimeConfig,
       postStart: async (pod, container, containerId, signal) => {
         const r = await runPostStart(this.#hooks, { pod, container, containerId }, signal);
         return r.ok ? undefined : r.message;
@@ -400,18 +401,28 @@ export class PodSync implements PodSyncer {
     const running = runtime.containers.filter(
       (c) => c.state === 'running' || c.state === 'created' || c.state === 'unknown',
     );
+    // Sidecars (restartable init containers) outlive the app containers and stop last,
+    // in reverse order, within what is left of the grace period (upstream's order).
+    const sidecars = (pod.spec?.initContainers ?? [])
+      .filter((c) => c.restartPolicy === 'Always')
+      .map((c) => c.name);
+    const started = this.#o.clock.now();
+    const kill = (c: (typeof running)[number], seconds: number): Promise<void> =>
+      this.#killContainer(
+        pod,
+        c.id,
+        c.name,
+        seconds,
+        reason ?? `Stopping container ${c.name}`,
+        signal,
+      );
     await Promise.all(
-      running.map((c) =>
-        this.#killContainer(
-          pod,
-          c.id,
-          c.name,
-          graceSeconds,
-          reason ?? `Stopping container ${c.name}`,
-          signal,
-        ),
-      ),
+      running.filter((c) => !sidecars.includes(c.name)).map((c) => kill(c, graceSeconds)),
     );
+    for (const name of [...sidecars].reverse()) {
+      const left = Math.max(2, graceSeconds - Math.ceil((this.#o.clock.now() - started) / 1000));
+      await Promise.all(running.filter((c) => c.name === name).map((c) => kill(c, left)));
+    }
     for (const s of runtime.sandboxes) {
       if (s.state === 'ready')
         await this.#o.cri.runtime.stopPodSandbox({ podSandboxId: s.id }, { signal });

@@ -3,7 +3,8 @@
  * labels, annotations and log paths upstream uses (kuberuntime/labels.ts), the pod's
  * cgroup under the QoS hierarchy, namespaces, resources and security context.
  */
-import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import { isAbsolute, resolve } from 'node:path';
+import type { Container, Pod, SeccompProfile } from 'kubernetes-types/core/v1.js';
 import { cri } from '../cri/index.ts';
 import {
   containerAnnotations,
@@ -28,6 +29,40 @@ export interface RuntimeConfigOptions {
   readonly dns: (pod: Pod) => cri.DNSConfig | undefined;
   /** The pod cgroup in the runtime's driver naming (cm/pod-cgroups.ts); default: cgroupfs form. */
   readonly cgroupParent?: (pod: Pod) => string;
+  /** Where Localhost seccomp profiles live (upstream: <rootDir>/seccomp). */
+  readonly seccompProfileRoot?: string;
+  /** seccompDefault: RuntimeDefault instead of Unconfined when a pod sets nothing. */
+  readonly seccompDefault?: boolean;
+}
+
+export type SeccompOptions = Pick<RuntimeConfigOptions, 'seccompProfileRoot' | 'seccompDefault'>;
+
+/**
+ * The CRI seccomp profile of a container (or, without one, of the pod): upstream's
+ * RuntimeDefault / Unconfined / Localhost, the last resolved under seccompProfileRoot
+ * and refused if it would leave it.
+ */
+export function seccompProfile(
+  profile: SeccompProfile | undefined,
+  o: SeccompOptions,
+): cri.SecurityProfile {
+  const type = profile?.type ?? (o.seccompDefault === true ? 'RuntimeDefault' : 'Unconfined');
+  switch (type) {
+    case 'RuntimeDefault':
+      return { profileType: cri.SecurityProfile_ProfileType.RuntimeDefault, localhostRef: '' };
+    case 'Localhost': {
+      const name = profile?.localhostProfile ?? '';
+      const root = o.seccompProfileRoot ?? '/var/lib/kubelet/seccomp';
+      const full = resolve(root, name);
+      if (name === '' || isAbsolute(name) || !full.startsWith(`${root}/`))
+        throw new Error(
+          `Cannot use the Localhost seccomp profile ${JSON.stringify(name)}: it must be a relative path below ${root}`,
+        );
+      return { profileType: cri.SecurityProfile_ProfileType.Localhost, localhostRef: full };
+    }
+    default:
+      return { profileType: cri.SecurityProfile_ProfileType.Unconfined, localhostRef: '' };
+  }
 }
 
 // Upstream's default masked and read-only /proc and /sys paths (runtime default).
@@ -83,6 +118,15 @@ function namespaceOptions(pod: Pod): cri.NamespaceOption {
 function dnsOf(pod: Pod, o: RuntimeConfigOptions): { dnsConfig?: cri.DNSConfig } {
   const dns = o.dns(pod);
   return dns === undefined ? {} : { dnsConfig: dns };
+}
+
+function sandboxSeccomp(pod: Pod, o: SeccompOptions): cri.SecurityProfile | undefined {
+  try {
+    return seccompProfile(pod.spec?.securityContext?.seccompProfile, o);
+  } catch {
+    // A bad pod-level Localhost profile fails each container (CreateContainerConfigError).
+    return undefined;
+  }
 }
 
 export function sandboxConfig(
@@ -141,6 +185,7 @@ export function sandboxConfig(
         }),
         supplementalGroups: supplementalGroups(pod),
       },
+      ...(sandboxSeccomp(pod, o) !== undefined && { seccomp: sandboxSeccomp(pod, o) }),
       sysctls: Object.fromEntries(
         (spec?.securityContext?.sysctls ?? []).map((s) => [s.name, s.value]),
       ),
@@ -179,6 +224,7 @@ export function containerConfig(
   imageRef: string,
   env: readonly cri.KeyValue[],
   mounts: readonly cri.Mount[],
+  seccomp: SeccompOptions = {},
 ): cri.ContainerConfig {
   const sc = container.securityContext;
   const privileged = sc?.privileged === true;
@@ -213,6 +259,7 @@ export function containerConfig(
           dropCapabilities: sc?.capabilities?.drop ?? [],
         },
         supplementalGroups: supplementalGroups(pod),
+        seccomp: seccompProfile(sc?.seccompProfile ?? podSc?.seccompProfile, seccomp),
         maskedPaths: privileged ? [] : MASKED_PATHS,
         readonlyPaths: privileged ? [] : READONLY_PATHS,
       },
