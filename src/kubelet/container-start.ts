@@ -108,6 +108,17 @@ async function kubeletMounts(
   return out;
 }
 
+/**
+ * An ephemeral container with targetContainerName joins the target's PID namespace
+ * (CRI NamespaceMode TARGET), so `kubectl debug --target` sees its processes.
+ */
+function pidTarget(pod: Pod, spec: Container, runtime: RuntimePodStatus): string | undefined {
+  const eph = (pod.spec?.ephemeralContainers ?? []).find((e) => e.name === spec.name);
+  const target = eph?.targetContainerName;
+  if (target === undefined || target === '') return undefined;
+  return runtime.containers.find((c) => c.name === target && c.state === 'running')?.id;
+}
+
 /** runAsNonRoot without runAsUser: the image's user decides (no user in the image = root). */
 async function checkRunAsNonRoot(
   client: CriClient,
@@ -160,6 +171,7 @@ export async function startContainer(
       env.env.map((e) => ({ key: e.name, value: Buffer.from(e.value) })),
       mounts,
       deps.seccomp,
+      pidTarget(pod, spec, runtime),
     );
   } catch (err) {
     if (signal.aborted) throw err;

@@ -78,9 +78,12 @@ function describe(err: unknown): string {
 }
 
 function specContainer(pod: Pod, name: string): Container | undefined {
-  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find(
-    (c) => c.name === name,
-  );
+  return [
+    ...(pod.spec?.initContainers ?? []),
+    ...(pod.spec?.containers ?? []),
+    // An ephemeral container is a Container without ports, probes or resources.
+    ...((pod.spec?.ephemeralContainers ?? []) as Container[]),
+  ].find((c) => c.name === name);
 }
 
 export class PodSync implements PodSyncer {
@@ -281,7 +284,11 @@ export class PodSync implements PodSyncer {
       return {};
     }
     sandbox ??= this.#sandboxConfig(pod, plan.attempt);
-    if (plan.initContainersToStart.length + plan.containersToStart.length > 0) {
+    const starting =
+      plan.ephemeralContainersToStart.length +
+      plan.initContainersToStart.length +
+      plan.containersToStart.length;
+    if (starting > 0) {
       const secrets = await this.#pullSecrets(pod, signal);
       const podIPs = runtime.sandboxes.find((s) => s.id === sandboxId)?.ips ?? [];
       const hosts = await writeEtcHosts(this.#o.rootDir, uid, this.#o.hostsFile(pod, podIPs));
@@ -309,6 +316,8 @@ export class PodSync implements PodSyncer {
       };
       // Init containers (and sidecars) in order; app containers in parallel, since their
       // images and start-up do not depend on each other.
+      // Ephemeral containers first (kubectl debug into a pod whose init is stuck), as upstream.
+      for (const name of plan.ephemeralContainersToStart) await start(name);
       for (const name of plan.initContainersToStart) await start(name);
       await Promise.all(plan.containersToStart.map(start));
       await this.#o.pleg.relist(signal);

@@ -225,6 +225,8 @@ export function containerConfig(
   env: readonly cri.KeyValue[],
   mounts: readonly cri.Mount[],
   seccomp: SeccompOptions = {},
+  /** The container whose PID namespace to join (an ephemeral container's target). */
+  pidTargetId?: string,
 ): cri.ContainerConfig {
   const sc = container.securityContext;
   const privileged = sc?.privileged === true;
@@ -249,7 +251,10 @@ export function containerConfig(
       resources: resources(container, qosClassOf(pod)),
       securityContext: {
         privileged,
-        namespaceOptions: namespaceOptions(pod),
+        namespaceOptions:
+          pidTargetId === undefined
+            ? namespaceOptions(pod)
+            : { ...namespaceOptions(pod), pid: cri.NamespaceMode.TARGET, targetId: pidTargetId },
         ...(runAsUser !== undefined && { runAsUser: { value: BigInt(runAsUser) } }),
         ...(runAsGroup !== undefined && { runAsGroup: { value: BigInt(runAsGroup) } }),
         readonlyRootfs: sc?.readOnlyRootFilesystem === true,

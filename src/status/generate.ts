@@ -216,6 +216,10 @@ export function generatePodStatus(input: StatusInput): PodStatus {
   const initSpecs = pod.spec?.initContainers ?? [];
   const initStatuses = initSpecs.map((c) => containerStatus(c, input));
   const statuses = (pod.spec?.containers ?? []).map((c) => containerStatus(c, input));
+  // Ephemeral containers (kubectl debug) are reported apart and never counted for phase or readiness.
+  const ephemeralStatuses = ((pod.spec?.ephemeralContainers ?? []) as Container[]).map((c) =>
+    containerStatus(c, input),
+  );
   const initFailed = initStatuses.some(
     (s) =>
       (s.state?.terminated?.exitCode ?? 0) !== 0 &&
@@ -280,6 +284,7 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     startTime: previous.startTime ?? now,
     ...(initSpecs.length > 0 && { initContainerStatuses: initStatuses }),
     containerStatuses: statuses,
+    ...(ephemeralStatuses.length > 0 && { ephemeralContainerStatuses: ephemeralStatuses }),
     qosClass: previous.qosClass ?? qosClassOf(pod),
   };
 }

@@ -194,6 +194,41 @@ describe('init containers, sidecars and security context on berth (containerd 2.
     );
   });
 
+  test("kubectl debug adds an ephemeral container that sees the target's processes", async () => {
+    await applyJson(cluster, pod('debuggee', {}));
+    await waitForPod(cluster, 'default', 'debuggee', 'Running', isRunningAndReady);
+    await kubectl([
+      'debug',
+      'debuggee',
+      '--image',
+      cluster.images.busyboxLocal,
+      '--image-pull-policy',
+      'IfNotPresent',
+      '--container',
+      'dbg',
+      '--target',
+      'main',
+      '--',
+      'sh',
+      '-c',
+      'ps; sleep 3600',
+    ]);
+    const p = await waitForPod(cluster, 'default', 'debuggee', 'debug container running', (x) =>
+      (x.status?.ephemeralContainerStatuses ?? []).some(
+        (c) => c.name === 'dbg' && c.state?.running !== undefined,
+      ),
+    );
+    // The app container was not restarted by adding it.
+    assert.equal(p.status?.containerStatuses?.[0]?.restartCount, 0);
+    const ps = await eventually('the debug output', async () => {
+      const out = await kubectl(['logs', 'debuggee', '-c', 'dbg']);
+      return out.includes('sleep 3600') ? out : undefined;
+    });
+    // The target's `sleep 3600` (busybox's main) is visible in the shared PID namespace.
+    assert.match(ps, /sleep 3600/);
+    assert.match(await kubectl(['exec', 'debuggee', '-c', 'dbg', '--', 'ps']), /sleep 3600/);
+  });
+
   test('refused: runAsNonRoot with a root image, a forbidden sysctl, a missing Localhost profile', async () => {
     await applyJson(
       cluster,
