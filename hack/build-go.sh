@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Go components (Kubernetes, etcd, containerd 2.x) from the Go module
-# proxy into $BERTH_CACHE/bin/<component>-<version>/. A component whose cache
+# Builds the Go components (Kubernetes, etcd, containerd 2.x, metrics-server) from the
+# Go module proxy into $BERTH_CACHE/bin/<component>-<version>/. A component whose cache
 # directory holds a .complete marker is not rebuilt; binaries added to a component's
 # list later (kube-proxy) are built alone into the existing directory.
-#   hack/build-go.sh [kubernetes|etcd|containerd ...]   (default: all)
+#   hack/build-go.sh [kubernetes|etcd|containerd|metrics-server ...]   (default: all)
 . "$(dirname "$0")/lib.sh"
 
 command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the build modules need it)."
@@ -64,10 +64,24 @@ build_containerd() {
     github.com/containerd/containerd/v2/cmd/ctr
 }
 
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd containerd kubernetes)
+build_metrics_server() {
+  local moddir="$BERTH_ROOT/hack/go/metrics-server"
+  # The cache is keyed by versions.env: a go.mod pinning another version would cache a
+  # binary under the wrong name.
+  grep -q "sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION " "$moddir/go.mod" \
+    || die "hack/go/metrics-server/go.mod does not pin sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION (versions.env)"
+  # metrics-server reports its version through client-go's version package (as its
+  # Makefile sets it), which `kubectl get apiservice` and its /version show.
+  LDFLAGS="-s -w -X k8s.io/client-go/pkg/version.gitVersion=$METRICS_SERVER_VERSION -X k8s.io/client-go/pkg/version.gitTreeState=clean"
+  build_module metrics-server "$METRICS_SERVER_VERSION" "$moddir" "" \
+    sigs.k8s.io/metrics-server/cmd/metrics-server
+}
+
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd containerd kubernetes metrics-server)
 for t in "${targets[@]}"; do
   case $t in
     kubernetes|etcd|containerd) "build_$t" ;;
-    *) die "unknown component '$t' (expected kubernetes, etcd or containerd)" ;;
+    metrics-server) build_metrics_server ;;
+    *) die "unknown component '$t' (expected kubernetes, etcd, containerd or metrics-server)" ;;
   esac
 done

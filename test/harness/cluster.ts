@@ -3,7 +3,8 @@
  * registry (with the project's images pushed), containerd (2.x or 1.6, with the
  * images preloaded), etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
  * and (opt-in) kube-proxy for the node, so pods reach the API server through the
- * kubernetes Service. One call (`stop`) removes every trace of it again.
+ * kubernetes Service, and (opt-in) metrics-server behind the aggregated metrics API.
+ * One call (`stop`) removes every trace of it again.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -20,6 +21,7 @@ import {
 } from './control-plane.ts';
 import { run } from './exec.ts';
 import { exposeApiserver, startKubeProxy, type KubeProxy } from './kube-proxy.ts';
+import { startMetricsServer, type MetricsServer } from './metrics-server.ts';
 import { freePort } from './net.ts';
 import { createClusterPki, type ClusterPki } from './pki.ts';
 import type { ComponentProcess } from './process.ts';
@@ -48,6 +50,12 @@ export interface ClusterOptions {
   readonly kubeProxyLockWaitMs?: number;
   /** kube-controller-manager's --cluster-signing-duration, e.g. "6m" (certificate rotation tests). */
   readonly clusterSigningDuration?: string;
+  /**
+   * Run metrics-server (a process, reached by the apiserver through API aggregation on
+   * the pod bridge's gateway), so `kubectl top` works: adds the front-proxy PKI and the
+   * apiserver's aggregation flags.
+   */
+  readonly metricsServer?: boolean;
   readonly log?: (message: string) => void;
 }
 
@@ -77,6 +85,8 @@ export interface Cluster {
   readonly serviceIp: string;
   /** Present when started with `kubeProxy: true`. */
   readonly kubeProxy?: KubeProxy;
+  /** Present when started with `metricsServer: true`. */
+  readonly metricsServer?: MetricsServer;
   /** Runs kubectl against the cluster as admin. */
   kubectl(args: readonly string[], options?: { input?: string }): Promise<string>;
   /** Stops everything and removes all the cluster made. Idempotent. */
@@ -124,10 +134,12 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const subnetPrefix = await pickSubnetPrefix();
     const gateway = `${subnetPrefix}.1`;
     const withProxy = options.kubeProxy === true;
+    const withMetrics = options.metricsServer === true;
     const [pki, images] = await Promise.all([
       // Pods reach the apiserver by the Service IP, which kube-proxy turns into the gateway.
       createClusterPki(join(root, 'pki'), {
         apiserverSans: [`IP:${gateway}`, `IP:${KUBERNETES_SERVICE_IP}`],
+        ...(withMetrics && { frontProxy: true }),
       }),
       buildImages(),
     ]);
@@ -186,6 +198,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       ...(options.clusterSigningDuration !== undefined && {
         clusterSigningDuration: options.clusterSigningDuration,
       }),
+      ...(pki.frontProxy !== undefined && { aggregation: pki.frontProxy }),
     });
     processes.push(...controlPlane.processes);
     await saveState();
@@ -220,6 +233,23 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       processes.push(kubeProxy.process);
       await saveState();
     }
+    let metricsServer: MetricsServer | undefined;
+    if (withMetrics) {
+      log(`cluster ${id}: metrics-server, reached on ${gateway}`);
+      metricsServer = await startMetricsServer({
+        dir: join(root, 'metrics-server'),
+        pki,
+        server: controlPlane.server,
+        kubectl: bin.kubectl,
+        adminKubeconfig: controlPlane.adminKubeconfig,
+        gateway,
+        detached,
+        log,
+      });
+      // Teardown stops in reverse: metrics-server before its forwarder.
+      processes.push(metricsServer.forwarder, metricsServer.process);
+      await saveState();
+    }
     log(`cluster ${id}: ready, apiserver ${controlPlane.server}`);
     return makeCluster({
       id,
@@ -232,6 +262,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       runtime,
       images,
       ...(kubeProxy !== undefined && { kubeProxy }),
+      ...(metricsServer !== undefined && { metricsServer }),
     });
   } catch (err) {
     await teardownCluster(state(), log).catch(() => undefined);
@@ -250,6 +281,7 @@ function makeCluster(parts: {
   runtime: Containerd;
   images: { pause: BuiltImage; busybox: BuiltImage; grpcHealth: BuiltImage };
   kubeProxy?: KubeProxy;
+  metricsServer?: MetricsServer;
 }): Cluster {
   let stopped: Promise<void> | undefined;
   const { registry, images } = parts;

@@ -6,7 +6,7 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Binaries } from './binaries.ts';
 import { fetchLocal } from './net.ts';
-import { kubeconfig, type ClusterPki } from './pki.ts';
+import { kubeconfig, type ClusterPki, type FrontProxyPki } from './pki.ts';
 import { ComponentProcess, waitFor } from './process.ts';
 
 export interface ControlPlanePorts {
@@ -53,6 +53,13 @@ export async function startControlPlane(options: {
   readonly advertiseAddress?: string;
   /** How long kube-controller-manager's CSR signer makes certificates valid (default 1 year). */
   readonly clusterSigningDuration?: string;
+  /**
+   * Serve aggregated APIs (metrics-server's metrics.k8s.io) with this front-proxy PKI:
+   * request-header authentication for the aggregated servers, the proxy client
+   * certificate, and routing to a Service's endpoints rather than its ClusterIP (which
+   * only kube-proxy, opt-in and for pods, would make reachable).
+   */
+  readonly aggregation?: FrontProxyPki;
 }): Promise<ControlPlane> {
   const { dir, pki, ports, bin, detached } = options;
   const advertise =
@@ -61,6 +68,8 @@ export async function startControlPlane(options: {
       : // The apiserver refuses to publish a loopback address as the kubernetes Service's
         // endpoint, so without an advertised address there is none.
         ['--advertise-address', '127.0.0.1', '--endpoint-reconciler-type', 'none'];
+  const aggregation =
+    options.aggregation !== undefined ? aggregationFlags(options.aggregation) : [];
   await mkdir(join(dir, 'etcd'), { recursive: true, mode: 0o700 });
   const server = `https://127.0.0.1:${ports.apiserver}`;
   const files = {
@@ -165,6 +174,7 @@ export async function startControlPlane(options: {
       pki.ca.cert,
       '--kubelet-preferred-address-types',
       'InternalIP,Hostname',
+      ...aggregation,
       '--profiling=false',
     ],
     logFile: log('kube-apiserver'),
@@ -276,6 +286,27 @@ export async function startControlPlane(options: {
     { timeoutMs: 60_000, intervalMs: 200, describe: () => kcm.tail() },
   );
   return { server, ports, adminKubeconfig: files.admin, processes };
+}
+
+/** kube-apiserver flags for API aggregation, with the header names kubeadm uses. */
+function aggregationFlags(frontProxy: FrontProxyPki): string[] {
+  return [
+    '--requestheader-client-ca-file',
+    frontProxy.ca.cert,
+    '--requestheader-allowed-names',
+    frontProxy.clientName,
+    '--requestheader-username-headers',
+    'X-Remote-User',
+    '--requestheader-group-headers',
+    'X-Remote-Group',
+    '--requestheader-extra-headers-prefix',
+    'X-Remote-Extra-',
+    '--proxy-client-cert-file',
+    frontProxy.client.cert,
+    '--proxy-client-key-file',
+    frontProxy.client.key,
+    '--enable-aggregator-routing=true',
+  ];
 }
 
 // kube-controller-manager and kube-scheduler sign their own serving certificates.

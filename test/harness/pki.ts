@@ -2,7 +2,8 @@
  * A per-cluster PKI made with the openssl CLI: cluster CA, apiserver serving cert for
  * 127.0.0.1/localhost (plus the addresses pods use: the bridge gateway and the
  * kubernetes Service IP), service-account signing key, and client certs for the admin,
- * controller-manager, scheduler, kube-proxy and the apiserver's connection to kubelets. ECDSA
+ * controller-manager, scheduler, kube-proxy and the apiserver's connection to kubelets
+ * (plus, opt-in, the front-proxy PKI of API aggregation). ECDSA
  * P-256 throughout: fast to generate, accepted by every component.
  */
 import { randomBytes } from 'node:crypto';
@@ -29,6 +30,21 @@ export interface ClusterPki {
   /** Service-account signing key (private) and its public half. */
   readonly serviceAccountKey: string;
   readonly serviceAccountPub: string;
+  /** Present with `frontProxy: true`: what API aggregation needs. */
+  readonly frontProxy?: FrontProxyPki;
+}
+
+/**
+ * The request-header (front proxy) PKI of API aggregation, as kubeadm lays it out: a CA of
+ * its own, so that no ordinary client certificate of the cluster CA can pose as the
+ * apiserver's proxy and assert any user in X-Remote-User, and the apiserver's client
+ * certificate (CN front-proxy-client) for proxying to aggregated API servers.
+ */
+export interface FrontProxyPki {
+  readonly ca: CertPair;
+  readonly client: CertPair;
+  /** The CN the apiserver's --requestheader-allowed-names lists. */
+  readonly clientName: string;
 }
 
 /** A leaf certificate to sign with the cluster CA. */
@@ -83,6 +99,44 @@ export async function makeLeaf(dir: string, ca: CertPair, spec: LeafSpec): Promi
 export interface ClusterPkiOptions {
   /** More apiserver SANs, e.g. ['IP:10.88.3.1', 'IP:10.96.0.1']. */
   readonly apiserverSans?: readonly string[];
+  /** Also make the front-proxy CA and client certificate (API aggregation). */
+  readonly frontProxy?: boolean;
+}
+
+/** A self-signed CA certificate and key `<name>.crt`/`<name>.key` in `dir`. */
+async function makeCa(dir: string, name: string, commonName: string): Promise<CertPair> {
+  const ca: CertPair = { cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) };
+  await run('openssl', [
+    'req',
+    '-x509',
+    ...EC,
+    '-keyout',
+    ca.key,
+    '-out',
+    ca.cert,
+    '-days',
+    '3650',
+    '-sha256',
+    '-subj',
+    `/CN=${commonName}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+  ]);
+  return ca;
+}
+
+const FRONT_PROXY_CLIENT = 'front-proxy-client';
+
+async function createFrontProxyPki(dir: string): Promise<FrontProxyPki> {
+  const ca = await makeCa(dir, 'front-proxy-ca', 'berth-front-proxy-ca');
+  const client = await makeLeaf(dir, ca, {
+    name: FRONT_PROXY_CLIENT,
+    subject: `/CN=${FRONT_PROXY_CLIENT}`,
+    usage: 'clientAuth',
+  });
+  return { ca, client, clientName: FRONT_PROXY_CLIENT };
 }
 
 export async function createClusterPki(
@@ -170,6 +224,7 @@ export async function createClusterPki(
     serviceAccountKey,
   ]);
   await run('openssl', ['pkey', '-in', serviceAccountKey, '-pubout', '-out', serviceAccountPub]);
+  const frontProxy = options.frontProxy === true ? await createFrontProxyPki(dir) : undefined;
   return {
     dir,
     ca,
@@ -182,6 +237,7 @@ export async function createClusterPki(
     kubeProxy,
     serviceAccountKey,
     serviceAccountPub,
+    ...(frontProxy !== undefined && { frontProxy }),
   };
 }
 
