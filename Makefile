@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench
+.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench bench-probes
 
 all: test
 
@@ -28,7 +28,7 @@ test: deps lint typecheck test-unit test-e2e
 
 test-unit: deps
 	@echo "== unit tests"
-	@$(NODE) --test --test-reporter=spec 'test/unit/**/*.test.ts' 'src/**/*.test.ts'
+	@$(NODE) --test --test-reporter=spec 'test/unit/**/*.test.ts' 'src/**/*.test.ts' 'bench/**/*.test.ts'
 
 # One end-to-end file at a time: each starts real clusters and the machine has 2 cores.
 test-e2e: deps
@@ -51,3 +51,7 @@ gen:
 ## bench: pod start latency, berth vs the upstream kubelet vs the raw CRI floor (BENCHMARKS.md)
 bench: deps
 	@$(NODE) bench/pod-start.ts
+
+## bench-probes: probe CPU, RSS and timing, berth vs the upstream kubelet, 100 pods for 5 min (BENCHMARKS.md)
+bench-probes: deps
+	@$(NODE) bench/probes.ts

@@ -23,9 +23,10 @@ import { GrpcCriClient } from '../src/cri/index.ts';
 import { pinnedVersions, REPO_ROOT } from '../test/harness/binaries.ts';
 import { startCluster, type Cluster } from '../test/harness/cluster.ts';
 import { AGENTS, type Agent } from './agents.ts';
+import { clearRuntime, prepareNamespace } from './cluster-prep.ts';
 import { observeContention, type Contention } from './contention.ts';
 import { runFloor, type FloorResult } from './floor.ts';
-import { ApiError, KubeApi } from './kube-api.ts';
+import { KubeApi } from './kube-api.ts';
 import { PodTracker } from './pod-tracker.ts';
 import {
   cpuSeconds,
@@ -149,50 +150,6 @@ function podManifest(
       ],
     },
   };
-}
-
-async function prepareNamespace(api: KubeApi): Promise<void> {
-  await api.send(
-    'POST',
-    '/api/v1/namespaces',
-    {
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: { name: NAMESPACE },
-    },
-    [409],
-  );
-  // Pods are admitted only once the namespace's default service account exists.
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const found = await api
-      .send('GET', `/api/v1/namespaces/${NAMESPACE}/serviceaccounts/default`)
-      .then(
-        () => true,
-        (err: unknown) => {
-          if (err instanceof ApiError && err.status === 404) return false;
-          throw err;
-        },
-      );
-    if (found) return;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${NAMESPACE}/default`);
-    await sleep(200);
-  }
-}
-
-/** Removes whatever sandboxes the runtime still holds; returns how many there were. */
-async function clearRuntime(cluster: Cluster): Promise<number> {
-  const client = new GrpcCriClient(cluster.runtime.socket, { defaultTimeoutMs: 60_000 });
-  try {
-    const { items } = await client.runtime.listPodSandbox({});
-    for (const s of items) {
-      await client.runtime.stopPodSandbox({ podSandboxId: s.id });
-      await client.runtime.removePodSandbox({ podSandboxId: s.id });
-    }
-    return items.length;
-  } finally {
-    client.close();
-  }
 }
 
 async function singlePods(
@@ -420,7 +377,7 @@ async function main(): Promise<void> {
     const version = await client.runtime.version({ version: '0.1.0' }).finally(() => {
       client.close();
     });
-    await prepareNamespace(api);
+    await prepareNamespace(api, NAMESPACE);
     let floor: FloorResult | undefined;
     if (options.agents.includes('floor')) {
       log(`floor: ${options.warmup}+${options.reps} single pods`);
