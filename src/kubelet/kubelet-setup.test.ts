@@ -5,9 +5,7 @@
  * container config, its environment, and the hook run through ExecSync.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { after, describe, test } from 'node:test';
 import { FakeCgroupManager } from '../cm/fake.ts';
 import type { Pod } from 'kubernetes-types/core/v1.js';
@@ -17,71 +15,14 @@ import { FakeCriClient } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
 import { FakeKubeClient } from '../kube/fake-client.ts';
 import { CONFIGMAPS, inNamespace, PODS } from '../kube/types.ts';
-import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { FakeMounter } from '../volumes/mounter.ts';
-import { Kubelet, type KubeletOptions } from './kubelet.ts';
+import { Kubelet } from './kubelet.ts';
+import { host, testKubeletOptions, until } from './testing.ts';
 
-const host: HostInfoProvider = {
-  capacity: () =>
-    Promise.resolve({
-      cpu: 2,
-      memoryBytes: 8 * 1024 ** 3,
-      ephemeralStorageBytes: 100 * 1024 ** 3,
-      hugepages: {},
-    }),
-  systemInfo: () =>
-    Promise.resolve({
-      machineID: 'm',
-      systemUUID: 'u',
-      bootID: 'b',
-      kernelVersion: '6.1',
-      osImage: 'Debian',
-      operatingSystem: 'linux',
-      architecture: 'amd64',
-    }),
-};
-
-const options: KubeletOptions = {
-  nodeName: 'node-a',
-  nodeIPs: ['127.0.0.1'],
-  nodeLabels: {},
-  registerWithTaints: [],
-  podLogsDir: '/nonexistent/berth-test-logs',
-  cgroupRoot: '/berth-unit',
-  cgroupsPerQOS: true,
-  maxPods: 110,
-  kubeletPort: 10250,
-  syncFrequencyMs: 60_000,
-  nodeStatusUpdateFrequencyMs: 10_000,
-  nodeStatusReportFrequencyMs: 300_000,
-  nodeLeaseDurationSeconds: 40,
-  maxParallelImagePulls: 2,
-  evictionMemoryBytes: 100 * 1024 ** 2,
-  evictionNodefsFraction: 0.1,
-  clusterDNS: [],
-  clusterDomain: 'cluster.local',
-  resolvConf: '/etc/resolv.conf',
-  rootDir: await mkdtemp(join(tmpdir(), 'berth-kubelet-unit-')),
-  cgroupDriver: 'cgroupfs',
-  podPidsLimit: -1,
-};
+const options = await testKubeletOptions();
 after(() => rm(options.rootDir, { recursive: true, force: true }));
-
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('Kubelet container set-up (fake API server and fake runtime)', () => {
   test('volumes, environment, /etc/hosts, termination log and postStart reach CRI', async () => {

@@ -4,13 +4,13 @@
  * token manager they read from. Nothing here touches the filesystem: the volume
  * manager writes the payloads with its atomic writer.
  */
-import type { ConfigMap, Pod, Secret, Volume } from 'kubernetes-types/core/v1.js';
+import type { Pod, Volume } from 'kubernetes-types/core/v1.js';
 import { inNamespace, isNotFound, CONFIGMAPS, SECRETS, type KubeClient } from '../../kube/types.ts';
 import type { Logger } from '../../util/logger.ts';
 import type { DownwardResolver, ResolvedPayload, VolumeSourceResolver } from '../types.ts';
 import { resolveConfigMapVolume } from './configmap.ts';
 import { resolveDownwardApiVolume } from './downward-api.ts';
-import type { ObjectKind, ObjectReader } from './payload.ts';
+import type { KindObject, ObjectKind, ObjectReader } from './payload.ts';
 import { resolveProjectedVolume } from './projected.ts';
 import { resolveSecretVolume } from './secret.ts';
 import type { ServiceAccountTokens } from './token-manager.ts';
@@ -60,33 +60,15 @@ export class DirectObjectReader implements ObjectReader {
   constructor(kube: KubeClient) {
     this.#kube = kube;
   }
-  get(
-    kind: 'configmap',
+  async get<K extends ObjectKind>(
+    kind: K,
     namespace: string,
     name: string,
     signal: AbortSignal,
-  ): Promise<ConfigMap | undefined>;
-  get(
-    kind: 'secret',
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<Secret | undefined>;
-  get(
-    kind: ObjectKind,
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<ConfigMap | Secret | undefined>;
-  async get(
-    kind: ObjectKind,
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<ConfigMap | Secret | undefined> {
+  ): Promise<KindObject<K> | undefined> {
     const path = inNamespace(kind === 'configmap' ? CONFIGMAPS : SECRETS, namespace);
     try {
-      return await this.#kube.get<ConfigMap | Secret>(path, name, { signal });
+      return await this.#kube.get<KindObject<K>>(path, name, { signal });
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;

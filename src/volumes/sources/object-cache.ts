@@ -26,7 +26,7 @@ import {
 import type { Clock } from '../../util/clock.ts';
 import { BerthError } from '../../util/errors.ts';
 import type { Logger } from '../../util/logger.ts';
-import type { ObjectKind, ObjectReader } from './payload.ts';
+import type { KindObject, ObjectKind, ObjectReader } from './payload.ts';
 import { podObjectRefs } from './pod-refs.ts';
 
 type Watched = ConfigMap | Secret;
@@ -130,40 +130,25 @@ export class WatchingObjectCache implements ObjectReader {
     for (const key of keys) this.#release(key, uid);
   }
 
-  get(
-    kind: 'configmap',
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<ConfigMap | undefined>;
-  get(
-    kind: 'secret',
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<Secret | undefined>;
-  get(
-    kind: ObjectKind,
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<Watched | undefined>;
   /**
    * The object (undefined when it does not exist): from the watch when it has listed,
    * else from a GET. Objects no registered pod references are always read with a GET.
    */
-  async get(
-    kind: ObjectKind,
+  async get<K extends ObjectKind>(
+    kind: K,
     namespace: string,
     name: string,
     signal: AbortSignal,
-  ): Promise<Watched | undefined> {
+  ): Promise<KindObject<K> | undefined> {
     const entry = this.#entries.get(keyOf(kind, namespace, name));
     if (entry !== undefined && (await this.#waitForSync(entry, signal))) {
-      return entry.object === undefined ? undefined : structuredClone(entry.object);
+      // The entry of a configmap key only ever holds a ConfigMap (and a secret's a Secret).
+      return entry.object === undefined
+        ? undefined
+        : (structuredClone(entry.object) as KindObject<K>);
     }
     try {
-      return await this.#o.kube.get<Watched>(inNamespace(RESOURCES[kind], namespace), name, {
+      return await this.#o.kube.get<KindObject<K>>(inNamespace(RESOURCES[kind], namespace), name, {
         signal,
       });
     } catch (err) {

@@ -129,29 +129,20 @@ export function mergePayload(into: MutablePayload, from: Payload, volume: string
 /** The kinds of objects content volumes read. */
 export type ObjectKind = 'configmap' | 'secret';
 
+/** The object type of a kind: ConfigMap or Secret. */
+export type KindObject<K extends ObjectKind> = K extends 'configmap' ? ConfigMap : Secret;
+
 /**
  * Reads configMaps and secrets for volumes (object-cache.ts, or a fake in tests).
  * Resolves undefined when the object does not exist.
  */
 export interface ObjectReader {
-  get(
-    kind: 'configmap',
+  get<K extends ObjectKind>(
+    kind: K,
     namespace: string,
     name: string,
     signal: AbortSignal,
-  ): Promise<ConfigMap | undefined>;
-  get(
-    kind: 'secret',
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<Secret | undefined>;
-  get(
-    kind: ObjectKind,
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<ConfigMap | Secret | undefined>;
+  ): Promise<KindObject<K> | undefined>;
 }
 
 /**
@@ -166,8 +157,7 @@ export async function readObject<K extends ObjectKind>(
   signal: AbortSignal,
 ): Promise<(K extends 'configmap' ? ConfigMap : Secret) | undefined> {
   try {
-    return (await objects.get(kind, namespace, name, signal)) as
-      (K extends 'configmap' ? ConfigMap : Secret) | undefined;
+    return await objects.get(kind, namespace, name, signal);
   } catch (err) {
     if (signal.aborted || err instanceof VolumeError) throw err;
     const message = err instanceof Error ? err.message : String(err);

@@ -9,7 +9,7 @@ import { FakeKubeClient, type FakeKubeClientOptions } from '../../kube/fake-clie
 import type { ResourcePath, WriteOptions } from '../../kube/types.ts';
 import type { Clock } from '../../util/clock.ts';
 import type { DownwardResolver } from '../types.ts';
-import type { ObjectKind, ObjectReader } from './payload.ts';
+import type { KindObject, ObjectKind, ObjectReader } from './payload.ts';
 
 /** One TokenRequest the fake answered: where it went and what it asked for. */
 export interface RecordedTokenRequest {
@@ -102,29 +102,16 @@ export class MapObjectReader implements ObjectReader {
     return this;
   }
 
-  get(
-    kind: 'configmap',
+  get<K extends ObjectKind>(
+    kind: K,
     namespace: string,
     name: string,
-    signal: AbortSignal,
-  ): Promise<ConfigMap | undefined>;
-  get(
-    kind: 'secret',
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<Secret | undefined>;
-  get(
-    kind: ObjectKind,
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ): Promise<ConfigMap | Secret | undefined>;
-  get(kind: ObjectKind, namespace: string, name: string): Promise<ConfigMap | Secret | undefined> {
+  ): Promise<KindObject<K> | undefined> {
     const key = `${kind}/${namespace}/${name}`;
     this.reads.push(key);
     if (this.failWith !== undefined) return Promise.reject(this.failWith);
-    return Promise.resolve(this.objects.get(key));
+    // Tests store a ConfigMap under configmap/… and a Secret under secret/….
+    return Promise.resolve(this.objects.get(key) as KindObject<K> | undefined);
   }
 }
 

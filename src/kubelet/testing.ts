@@ -1,0 +1,72 @@
+/**
+ * Shared fixtures of the kubelet's unit tests: a fake host, the options of a test
+ * node (with a fresh root directory) and a polling helper.
+ */
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { HostInfoProvider } from '../nodestatus/host-info.ts';
+import type { KubeletOptions } from './kubelet.ts';
+
+export const host: HostInfoProvider = {
+  capacity: () =>
+    Promise.resolve({
+      cpu: 2,
+      memoryBytes: 8 * 1024 ** 3,
+      ephemeralStorageBytes: 100 * 1024 ** 3,
+      hugepages: {},
+    }),
+  systemInfo: () =>
+    Promise.resolve({
+      machineID: 'm',
+      systemUUID: 'u',
+      bootID: 'b',
+      kernelVersion: '6.1',
+      osImage: 'Debian',
+      operatingSystem: 'linux',
+      architecture: 'amd64',
+    }),
+};
+
+/** Options of node `node-a`; rootDir is a new temporary directory (the caller removes it). */
+export async function testKubeletOptions(): Promise<KubeletOptions> {
+  return {
+    nodeName: 'node-a',
+    nodeIPs: ['127.0.0.1'],
+    nodeLabels: {},
+    registerWithTaints: [],
+    podLogsDir: '/nonexistent/berth-test-logs',
+    cgroupRoot: '/berth-unit',
+    cgroupsPerQOS: true,
+    maxPods: 110,
+    kubeletPort: 10250,
+    syncFrequencyMs: 60_000,
+    nodeStatusUpdateFrequencyMs: 10_000,
+    nodeStatusReportFrequencyMs: 300_000,
+    nodeLeaseDurationSeconds: 40,
+    maxParallelImagePulls: 2,
+    evictionMemoryBytes: 100 * 1024 ** 2,
+    evictionNodefsFraction: 0.1,
+    clusterDNS: [],
+    clusterDomain: 'cluster.local',
+    resolvConf: '/etc/resolv.conf',
+    rootDir: await mkdtemp(join(tmpdir(), 'berth-kubelet-unit-')),
+    cgroupDriver: 'cgroupfs',
+    podPidsLimit: -1,
+  };
+}
+
+/** Polls `fn` every 20 ms until it returns a value. */
+export async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  timeoutMs = 10_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
