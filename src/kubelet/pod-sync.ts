@@ -31,6 +31,7 @@ import {
   type ContainerStartDeps,
 } from './container-start.ts';
 import { writeEtcHosts } from './pod-dirs.ts';
+import { containerTarget, podTarget } from '../events/targets.ts';
 
 export interface PodSyncOptions {
   readonly cri: CriClient;
@@ -62,15 +63,7 @@ export interface PodSyncOptions {
 }
 
 function podRef(pod: Pod, container?: string): EventTarget {
-  const m = pod.metadata ?? {};
-  return {
-    kind: 'Pod',
-    namespace: m.namespace ?? '',
-    name: m.name ?? '',
-    uid: m.uid ?? '',
-    apiVersion: 'v1',
-    ...(container !== undefined && { fieldPath: `spec.containers{${container}}` }),
-  };
+  return container === undefined ? podTarget(pod) : containerTarget(pod, container);
 }
 
 function describe(err: unknown): string {

@@ -11,12 +11,13 @@
  */
 import type { Container, LifecycleHandler, Pod } from 'kubernetes-types/core/v1.js';
 import { CriError, type CriClient } from '../cri/index.ts';
-import type { EventRecorder, EventTarget } from '../events/types.ts';
+import type { EventRecorder } from '../events/types.ts';
 import { podDescription } from '../kuberuntime/crash-backoff.ts';
 import { formatUrl, httpGet, HttpGetError, type HttpGetTarget } from '../prober/http-get.ts';
 import { resolvePort } from '../prober/probe.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
+import { podTarget } from '../events/targets.ts';
 
 /**
  * The outcome of a handler. `message` is upstream's description of a failure (the
@@ -38,17 +39,6 @@ export interface HandlerRunnerOptions {
    * Default: `pod.status.podIP`.
    */
   readonly podIP?: (pod: Pod, signal: AbortSignal) => Promise<string | undefined>;
-}
-
-function podTarget(pod: Pod): EventTarget {
-  const m = pod.metadata ?? {};
-  return {
-    kind: 'Pod',
-    namespace: m.namespace ?? '',
-    name: m.name ?? '',
-    uid: m.uid ?? '',
-    apiVersion: 'v1',
-  };
 }
 
 /** Go's %v of a []string: `[sh -c echo hi]`. */

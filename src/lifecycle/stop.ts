@@ -15,11 +15,12 @@
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { CriNotFoundError, type CriClient } from '../cri/index.ts';
-import type { EventRecorder, EventTarget } from '../events/types.ts';
+import type { EventRecorder } from '../events/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { BerthError } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 import type { HandlerResult, HandlerRunner } from './handler.ts';
+import { containerTarget } from '../events/targets.ts';
 
 /** Upstream's minimumGracePeriodInSeconds: StopContainer never gets less. */
 export const MINIMUM_GRACE_PERIOD_SECONDS = 2;
@@ -65,19 +66,6 @@ export class PreStopDeadlineError extends BerthError {
   }
 }
 
-function containerTarget(pod: Pod, container: Container): EventTarget {
-  const m = pod.metadata ?? {};
-  const init = pod.spec?.initContainers?.some((c) => c.name === container.name) === true;
-  return {
-    kind: 'Pod',
-    namespace: m.namespace ?? '',
-    name: m.name ?? '',
-    uid: m.uid ?? '',
-    apiVersion: 'v1',
-    fieldPath: `spec.${init ? 'initContainers' : 'containers'}{${container.name}}`,
-  };
-}
-
 /**
  * Runs the preStop hook (bounded by the grace period) and stops the container. Rejects
  * when `signal` aborts or StopContainer fails (a container that is already gone is
@@ -96,7 +84,7 @@ export async function stopContainerWithHooks(
     containerId,
   });
   deps.recorder.event(
-    containerTarget(pod, container),
+    containerTarget(pod, container.name),
     'Normal',
     'Killing',
     req.message === '' ? `Stopping container ${container.name}` : req.message,
@@ -174,7 +162,7 @@ async function runBounded(
     });
     // Not the handler's message: its output could carry secrets into the API.
     deps.recorder.event(
-      containerTarget(req.pod, req.container),
+      containerTarget(req.pod, req.container.name),
       'Warning',
       'FailedPreStopHook',
       'PreStopHook failed',
@@ -235,7 +223,7 @@ export async function runPostStart(
     error: r.message,
   });
   deps.recorder.event(
-    containerTarget(req.pod, req.container),
+    containerTarget(req.pod, req.container.name),
     'Warning',
     'FailedPostStartHook',
     'PostStartHook failed',

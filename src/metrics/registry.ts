@@ -9,6 +9,7 @@
  * nothing (every recording helper accepts `undefined`).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ProberMetrics, ProbeMetricsSample } from '../prober/worker.ts';
 
 /** Prometheus' DefBuckets (also prom-client's default), used by most kubelet histograms. */
 export const DEFAULT_BUCKETS: readonly number[] = [
@@ -59,21 +60,9 @@ export function imageSizeBucket(sizeBytes: number): string {
   return 'N/A';
 }
 
-/** What the prober reports after each probe (see ProberMetrics). */
-export interface ProbeObservation {
-  readonly probeType: 'Liveness' | 'Readiness' | 'Startup';
-  readonly result: 'successful' | 'failed' | 'unknown';
-  readonly namespace: string;
-  readonly pod: string;
-  readonly podUID: string;
-  readonly container: string;
-  readonly durationSeconds: number;
-}
-
-/** The probe metrics of /metrics/probes; the prober calls `record` once per probe run. */
-export interface ProberMetrics {
-  record(o: ProbeObservation): void;
-}
+/** What the prober reports after each probe; the prober owns the shape (src/prober/worker.ts). */
+export type { ProberMetrics };
+export type ProbeObservation = ProbeMetricsSample;
 
 /** The state of the runtime the running_pods / running_containers gauges report. */
 export interface RuntimeCounts {

@@ -15,6 +15,7 @@ import type { ProbeResult } from '../kuberuntime/plan.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { runProbe, type ProbeOutcome } from './probe.ts';
+import { containerTarget } from '../events/targets.ts';
 
 export type ProbeKind = 'liveness' | 'readiness' | 'startup';
 
@@ -221,16 +222,6 @@ export class ProbeWorker {
   }
 
   #eventTarget(): EventTarget {
-    const { pod, container } = this.target;
-    const m = pod.metadata ?? {};
-    const sidecar = pod.spec?.initContainers?.some((c) => c.name === container.name) === true;
-    return {
-      kind: 'Pod',
-      namespace: m.namespace ?? '',
-      name: m.name ?? '',
-      uid: m.uid ?? '',
-      apiVersion: 'v1',
-      fieldPath: `spec.${sidecar ? 'initContainers' : 'containers'}{${container.name}}`,
-    };
+    return containerTarget(this.target.pod, this.target.container.name);
   }
 }
