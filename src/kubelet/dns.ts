@@ -36,21 +36,34 @@ export function readResolvConf(path: string): ResolvConf {
   }
 }
 
+/** Upstream's resolver limits (glibc): 3 nameservers, 32 search domains, 2048 characters. */
+const MAX_NAMESERVERS = 3;
+const MAX_SEARCHES = 32;
+const MAX_SEARCH_CHARS = 2048;
+
 export function podDnsConfig(
   pod: Pod,
   host: ResolvConf,
   clusterDNS: readonly string[],
   clusterDomain: string,
+  /** Called with upstream's DNSConfigForming warning when a limit cut the configuration. */
+  warn?: (message: string) => void,
 ): cri.DNSConfig {
-  const policy = pod.spec?.dnsPolicy ?? 'ClusterFirst';
+  const declared = pod.spec?.dnsPolicy ?? 'ClusterFirst';
+  const hostNetwork = pod.spec?.hostNetwork === true;
+  // Upstream: ClusterFirst on the host network falls back to Default; ClusterFirstWithHostNet
+  // is ClusterFirst everywhere.
+  const policy =
+    declared === 'ClusterFirst' && hostNetwork
+      ? 'Default'
+      : declared === 'ClusterFirstWithHostNet'
+        ? 'ClusterFirst'
+        : declared;
   const custom = pod.spec?.dnsConfig;
   let base: { servers: string[]; searches: string[]; options: string[] };
-  const clusterFirst =
-    policy === 'ClusterFirst' ||
-    (policy === 'ClusterFirstWithHostNet' && pod.spec?.hostNetwork === true);
   if (policy === 'None') {
     base = { servers: [], searches: [], options: [] };
-  } else if (clusterFirst && clusterDNS.length > 0) {
+  } else if (policy === 'ClusterFirst' && clusterDNS.length > 0) {
     const ns = pod.metadata?.namespace ?? 'default';
     const domain = clusterDomain === '' ? 'cluster.local' : clusterDomain;
     base = {
@@ -61,13 +74,31 @@ export function podDnsConfig(
   } else {
     base = { servers: [...host.servers], searches: [...host.searches], options: [...host.options] };
   }
-  const servers = [...base.servers, ...(custom?.nameservers ?? [])].slice(0, 3);
-  const searches = [...new Set([...base.searches, ...(custom?.searches ?? [])])].slice(0, 32);
-  const options = [
-    ...base.options,
-    ...(custom?.options ?? []).map((o) =>
-      o.value === undefined ? (o.name ?? '') : `${o.name ?? ''}:${o.value}`,
-    ),
-  ].filter((o) => o !== '');
-  return { servers, searches, options };
+  const allServers = [...base.servers, ...(custom?.nameservers ?? [])];
+  const servers = allServers.slice(0, MAX_NAMESERVERS);
+  if (servers.length < allServers.length)
+    warn?.(
+      `Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: ${servers.join(' ')}`,
+    );
+  const allSearches = [...new Set([...base.searches, ...(custom?.searches ?? [])])];
+  const searches: string[] = [];
+  let chars = 0;
+  for (const d of allSearches) {
+    if (searches.length === MAX_SEARCHES || chars + d.length + 1 > MAX_SEARCH_CHARS + 1) break;
+    searches.push(d);
+    chars += d.length + 1;
+  }
+  if (searches.length < allSearches.length)
+    warn?.(
+      `Search Line limits were exceeded, some search paths have been omitted, the applied search line is: ${searches.join(' ')}`,
+    );
+  // Options merge by name, the pod's dnsConfig winning (e.g. ndots:2 over ndots:5).
+  const merged = new Map<string, string>();
+  for (const o of base.options) merged.set(o.split(':')[0] ?? o, o);
+  for (const o of custom?.options ?? []) {
+    const name = o.name ?? '';
+    if (name === '') continue;
+    merged.set(name, o.value === undefined ? name : `${name}:${o.value}`);
+  }
+  return { servers, searches, options: [...merged.values()] };
 }
