@@ -16,6 +16,7 @@ import { GrpcCriClient } from '../cri/index.ts';
 import { ApiEventRecorder } from '../events/recorder.ts';
 import { HttpKubeClient } from '../kube/http-client.ts';
 import { Kubelet, type KubeletOptions } from '../kubelet/kubelet.ts';
+import { logRotatePolicy } from '../logs/index.ts';
 import { KubeletMetrics } from '../metrics/registry.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
@@ -181,6 +182,7 @@ async function main(argv: readonly string[]): Promise<number> {
       podPidsLimit: k.podPidsLimit,
       seccompDefault: k.seccompDefault,
       allowedUnsafeSysctls: k.allowedUnsafeSysctls,
+      logRotation: logRotatePolicy(k),
       ...(server !== undefined && { server }),
     },
     {

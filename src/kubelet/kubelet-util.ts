@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { cri, CriError, type CriClient } from '../cri/index.ts';
 import { inNamespace, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
+import type { NodeAllocatable } from '../kuberuntime/downward.ts';
+import { hostsFileContent } from '../kuberuntime/hosts-file.ts';
 import type { Logger } from '../util/logger.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
@@ -99,4 +101,36 @@ export function deleteRejectedPod(
           error: String(err),
         });
     });
+}
+
+/** The node's allocatable cpu/memory/ephemeral-storage (downward API fallbacks). */
+export function nodeAllocatable(node: Node | undefined): NodeAllocatable {
+  const a = node?.status?.allocatable ?? {};
+  return {
+    cpu: a['cpu'] ?? '0',
+    memory: a['memory'] ?? '0',
+    ...(a['ephemeral-storage'] !== undefined && { 'ephemeral-storage': a['ephemeral-storage'] }),
+  };
+}
+
+/** The managed /etc/hosts of a pod: its IPs and hostname, or the node's for hostNetwork. */
+export function podHostsFile(
+  pod: Pod,
+  podIPs: readonly string[],
+  node: {
+    readonly nodeIPs: readonly string[];
+    readonly nodeName: string;
+    readonly clusterDomain: string;
+  },
+  nodeHosts: string,
+): string {
+  const hostNetwork = pod.spec?.hostNetwork === true;
+  return hostsFileContent(pod, {
+    podIPs: hostNetwork ? node.nodeIPs : podIPs,
+    hostname: hostNetwork
+      ? node.nodeName
+      : (pod.spec?.hostname ?? pod.metadata?.name ?? '').slice(0, 63),
+    clusterDomain: node.clusterDomain,
+    nodeHostsFile: nodeHosts,
+  });
 }

@@ -12,11 +12,16 @@ import { AdmissionManager } from '../admission/manager.ts';
 import { PodCgroups } from '../cm/pod-cgroups.ts';
 import type { CgroupManager } from '../cm/types.ts';
 import type { CriClient } from '../cri/index.ts';
+import { podTarget } from '../events/targets.ts';
 import type { EventRecorder } from '../events/types.ts';
 import { ImageManager } from '../images/manager.ts';
 import type { KubeClient } from '../kube/types.ts';
 import type { NodeAllocatable } from '../kuberuntime/downward.ts';
-import { hostsFileContent } from '../kuberuntime/hosts-file.ts';
+import {
+  CriContainerLogManager,
+  type ContainerLogManager,
+  type LogRotatePolicy,
+} from '../logs/index.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { LeaseController } from '../nodelease/controller.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
@@ -44,6 +49,8 @@ import { podDnsConfig, readResolvConf } from './dns.ts';
 import { Housekeeping } from './housekeeping.ts';
 import {
   deleteRejectedPod,
+  nodeAllocatable,
+  podHostsFile,
   podsAllocatable,
   raceTimeout,
   readNodeHosts,
@@ -82,6 +89,8 @@ export interface KubeletOptions {
   readonly cgroupDriver: 'cgroupfs' | 'systemd';
   readonly podPidsLimit: number;
   readonly allowedUnsafeSysctls?: readonly string[];
+  /** containerLogMaxSize and friends; undefined: logs are never rotated. */
+  readonly logRotation?: LogRotatePolicy;
   /** seccompDefault: RuntimeDefault for containers that set no profile. */
   readonly seccompDefault?: boolean;
   /** The node's hosts file, copied for hostNetwork pods (default /etc/hosts). */
@@ -128,6 +137,7 @@ export class Kubelet {
   readonly services: ServiceLister;
   readonly volumes: VolumeStack;
   readonly podCgroups: PodCgroups | undefined;
+  readonly containerLogs: ContainerLogManager | undefined;
   #cgroupDriver: 'cgroupfs' | 'systemd';
 
   constructor(options: KubeletOptions, deps: KubeletDeps) {
@@ -136,16 +146,7 @@ export class Kubelet {
     const { kube, cri, recorder, clock, logger, metrics } = deps;
     this.#cgroupDriver = options.cgroupDriver;
     this.services = new ServiceLister({ client: kube, clock, logger });
-    const allocatable = (): NodeAllocatable => {
-      const a = this.nodeStatus.node?.status?.allocatable ?? {};
-      return {
-        cpu: a['cpu'] ?? '0',
-        memory: a['memory'] ?? '0',
-        ...(a['ephemeral-storage'] !== undefined && {
-          'ephemeral-storage': a['ephemeral-storage'],
-        }),
-      };
-    };
+    const allocatable = (): NodeAllocatable => nodeAllocatable(this.nodeStatus.node);
     this.volumes = createVolumeStack({
       kube,
       clock,
@@ -169,6 +170,15 @@ export class Kubelet {
             logger: logger.child({ component: 'cgroups' }),
           });
     const nodeHosts = readNodeHosts(options.nodeHostsFile ?? '/etc/hosts');
+    this.containerLogs =
+      options.logRotation === undefined
+        ? undefined
+        : new CriContainerLogManager(options.logRotation, {
+            cri,
+            clock,
+            logger: logger.child({ component: 'container-logs' }),
+            podLogsDir: options.podLogsDir,
+          });
     this.status = new StatusManager({
       client: kube,
       clock,
@@ -226,7 +236,10 @@ export class Kubelet {
         cgroupRoot: options.cgroupRoot,
         cgroupsPerQOS: options.cgroupsPerQOS,
         nodeName: options.nodeName,
-        dns: (pod: Pod) => podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain),
+        dns: (pod: Pod) =>
+          podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain, (message) => {
+            recorder.event(podTarget(pod), 'Warning', 'DNSConfigForming', message);
+          }),
         seccompProfileRoot: join(options.rootDir, 'seccomp'),
         seccompDefault: options.seccompDefault ?? false,
         ...(this.podCgroups !== undefined && {
@@ -245,18 +258,10 @@ export class Kubelet {
         nodeAllocatable: allocatable,
         recorder,
       }),
-      hostsFile: (pod, podIPs) =>
-        hostsFileContent(pod, {
-          podIPs: pod.spec?.hostNetwork === true ? options.nodeIPs : podIPs,
-          hostname:
-            pod.spec?.hostNetwork === true
-              ? options.nodeName
-              : (pod.spec?.hostname ?? pod.metadata?.name ?? '').slice(0, 63),
-          clusterDomain: options.clusterDomain,
-          nodeHostsFile: nodeHosts,
-        }),
+      hostsFile: (pod, podIPs) => podHostsFile(pod, podIPs, options, nodeHosts),
       ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
       ...(metrics !== undefined && { metrics }),
+      ...(this.containerLogs !== undefined && { containerLogs: this.containerLogs }),
       onPodGone: (uid) => {
         this.volumes.tokens.deletePodTokens(uid);
       },
@@ -448,6 +453,8 @@ export class Kubelet {
       await this.podCgroups?.start(podsAllocatable(this.nodeStatus.node));
       this.#loop('services', (s) => this.services.run(s));
       this.#loop('tokens', (s) => this.volumes.tokens.run(s));
+      const logs = this.containerLogs;
+      if (logs !== undefined) this.#loop('container-logs', (s) => logs.run(s));
       // Service variables need the list; without it every container would wait a sync.
       await raceTimeout(this.services.whenSynced(signal), 10_000);
       this.#loop('pleg', (s) => this.pleg.run(s));

@@ -19,6 +19,7 @@ import type { Backoff } from '../util/backoff.ts';
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { HandlerRunner } from '../lifecycle/handler.ts';
 import { runPostStart, stopContainerWithHooks, type StopDeps } from '../lifecycle/stop.ts';
+import type { ContainerLogManager } from '../logs/index.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { Clock } from '../util/clock.ts';
 import { VolumeError, type PodVolumes, type VolumeManager } from '../volumes/types.ts';
@@ -58,6 +59,8 @@ export interface PodSyncOptions {
   /** QoS and pod cgroups (cgroupsPerQOS with a cgroup filesystem). */
   readonly podCgroups?: PodCgroups;
   readonly metrics?: KubeletMetrics;
+  /** Rotates container logs; removes a container's rotated logs with it. */
+  readonly containerLogs?: Pick<ContainerLogManager, 'clean'>;
   /** The pod's containers, sandboxes and volumes are gone (drop per-pod caches). */
   readonly onPodGone?: (uid: string) => void;
 }
@@ -454,6 +457,7 @@ export class PodSync implements PodSyncer {
     if (pod.metadata?.deletionTimestamp == null) return;
     // The pod is going away: its containers and sandboxes go with it.
     for (const c of runtime.containers) {
+      await this.#o.containerLogs?.clean(c.id, signal);
       await this.#o.cri.runtime
         .removeContainer({ containerId: c.id }, { signal })
         .catch((err: unknown) => {

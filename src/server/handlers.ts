@@ -20,7 +20,7 @@ import {
 } from '../kuberuntime/labels.ts';
 import type { Clock } from '../util/clock.ts';
 import { BerthError } from '../util/errors.ts';
-import { openLogFile, streamLogs, type LogOptions } from './logs.ts';
+import { ContainerLogFiles, streamLogFiles, type LogOptions } from './logs.ts';
 
 /** A request the server answers with `status` and `message` (4xx, or 500). */
 export class HttpError extends BerthError {
@@ -270,8 +270,9 @@ export async function serveContainerLogs(
   const podDir = podLogsDirectory({ namespace, name: podName, uid }, root);
   await requireRealDir(podDir, root);
   await requireRealDir(path.join(podDir, container), root);
-  const file = await openLogFile(
+  const files = await ContainerLogFiles.open(
     path.join(podDir, containerLogPath(container, restartCount)),
+    deps.clock.now(),
   ).catch((err: unknown) => {
     throw new HttpError(
       404,
@@ -280,18 +281,12 @@ export async function serveContainerLogs(
     );
   });
   try {
-    const st = await file.stat();
-    if (!st.isFile())
-      throw new HttpError(
-        404,
-        `Cannot read the log of container "${container}": not a regular file`,
-      );
     res.writeHead(200, {
       'Content-Type': 'text/plain; charset=utf-8',
       'Transfer-Encoding': 'chunked',
     });
     res.flushHeaders();
-    await streamLogs(file, res, {
+    await streamLogFiles(files, res, {
       ...options,
       follow: options.follow && !options.previous,
       clock: deps.clock,
@@ -302,7 +297,7 @@ export async function serveContainerLogs(
       },
     });
   } finally {
-    await file.close();
+    await files.close();
   }
   res.end();
 }
@@ -389,6 +384,49 @@ export async function streamingUrl(
     { signal },
   );
   return r.url;
+}
+
+/**
+ * POST /run/{ns}/{pod}/{container} (or /{ns}/{pod}/{uid}/{container}): runs `cmd` (split
+ * on spaces, upstream's legacy form) with CRI ExecSync and answers its stdout then
+ * stderr. A non-zero exit is a 500 carrying the output, as upstream's RunInContainer.
+ */
+export async function serveRun(
+  deps: HandlerDeps,
+  target: ParsedTarget,
+  res: ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
+  const [, namespace, podName] = target.segments;
+  const n = target.segments.length;
+  if (namespace === undefined || podName === undefined || (n !== 4 && n !== 5))
+    throw new HttpError(400, 'Cannot run: expected /run/{namespace}/{pod}/{container}');
+  const pod = findPod(deps, namespace, podName);
+  const uid = pod.metadata?.uid ?? '';
+  if (n === 5 && target.segments[3] !== uid)
+    throw new HttpError(404, `pod "${namespace}/${podName}" with that UID not found`);
+  const name = target.segments[n - 1] ?? '';
+  requireContainer(pod, name);
+  const cmd = (target.query.get('cmd') ?? '').split(' ').filter((a) => a !== '');
+  if (cmd.length === 0) throw new HttpError(400, 'Cannot run: the cmd query parameter is empty');
+  const running = (await runtimeContainers(deps, uid, name, signal)).find(
+    (c) => c.state === cri.ContainerState.CONTAINER_RUNNING,
+  );
+  if (running === undefined)
+    throw new HttpError(404, `container "${name}" in pod "${namespace}/${podName}" is not running`);
+  const r = await deps.cri.runtime.execSync(
+    { containerId: running.id, cmd, timeout: 0n },
+    { signal },
+  );
+  const output = Buffer.concat([r.stdout, r.stderr]);
+  if (r.exitCode !== 0) {
+    throw new HttpError(
+      500,
+      `command '${cmd.join(' ')}' exited with ${r.exitCode}: ${output.toString()}`,
+    );
+  }
+  res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': output.length });
+  res.end(output);
 }
 
 /**

@@ -2,10 +2,20 @@
  * Container logs as `kubectl logs` shows them, read from the CRI log files the runtime
  * writes: each file line is `<RFC3339Nano> <stdout|stderr> <P|F> <content>`, where P
  * marks a fragment of a longer line that continues in the next file line.
+ *
+ * A rotated log (src/logs) is read as one stream: the rotated files oldest first
+ * (gunzipped), then the live file. Upstream reads only the live file unless following;
+ * berth reads them all so `--tail`, `--since` and `--limit-bytes` see every line still
+ * on disk. Following survives a rotation: when the path names a new inode, the old
+ * descriptor is read to its end before the new file is opened, so no line is lost or
+ * repeated.
  */
 import { once } from 'node:events';
-import { constants, type FileHandle, open } from 'node:fs/promises';
-import type { Writable } from 'node:stream';
+import { createReadStream } from 'node:fs';
+import { constants, type FileHandle, lstat, open } from 'node:fs/promises';
+import type { Readable, Writable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { allLogFiles, COMPRESS_SUFFIX, rotationTimestamp } from '../logs/files.ts';
 import type { Clock } from '../util/clock.ts';
 import { BerthError, isAborted } from '../util/errors.ts';
 
@@ -109,21 +119,210 @@ export interface StreamLogsOptions extends LogOptions {
   readonly pollMs?: number;
 }
 
-/** Writes the log file's lines to `out` as requested; resolves when done (or aborted). */
+interface RotatedFile {
+  readonly fh: FileHandle;
+  readonly gzip: boolean;
+}
+
+/**
+ * The open files of one container log. Every file is opened up front (O_NOFOLLOW): a
+ * descriptor outlives the rename, compression or removal rotation does meanwhile.
+ */
+export class ContainerLogFiles {
+  /** The live path, for noticing a rotation while following; undefined: never reopened. */
+  readonly path: string | undefined;
+  readonly rotated: readonly RotatedFile[];
+  #live: FileHandle;
+  readonly #owned: FileHandle[];
+  #liveSinceMs: number;
+
+  private constructor(
+    path: string | undefined,
+    rotated: RotatedFile[],
+    live: FileHandle,
+    owned: FileHandle[],
+    liveSinceMs: number,
+  ) {
+    this.#liveSinceMs = liveSinceMs;
+    this.path = path;
+    this.rotated = rotated;
+    this.#live = live;
+    this.#owned = owned;
+  }
+
+  /** One file the caller opened and closes; no rotated files, no reopening. */
+  static single(file: FileHandle): ContainerLogFiles {
+    return new ContainerLogFiles(undefined, [], file, [], 0);
+  }
+
+  /**
+   * Opens the live file, then the rotated ones. The live file comes first: if a
+   * rotation happens in between, it shows up among the rotated names and is skipped by
+   * inode rather than read twice. Throws LogFileError when the live file cannot be
+   * opened as a regular file.
+   */
+  static async open(path: string, nowMs: number): Promise<ContainerLogFiles> {
+    const live = await openLogFile(path);
+    const owned = [live];
+    try {
+      const st = await live.stat();
+      if (!st.isFile()) throw new LogFileError('Cannot read the container log: not a regular file');
+      const rotated: RotatedFile[] = [];
+      for (const name of (await allLogFiles(path)).slice(0, -1)) {
+        const r = await openRotated(name);
+        if (r === undefined) continue;
+        owned.push(r.fh);
+        const rs = await r.fh.stat();
+        if (!rs.isFile() || (rs.ino === st.ino && rs.dev === st.dev)) continue;
+        rotated.push(r);
+      }
+      return new ContainerLogFiles(path, rotated, live, owned, nowMs);
+    } catch (err) {
+      await Promise.all(owned.map((f) => f.close()));
+      throw err;
+    }
+  }
+
+  get live(): FileHandle {
+    return this.#live;
+  }
+
+  /**
+   * After a rotation: the files rotated since the one being read (oldest first, the
+   * reader may be several rotations behind, e.g. slowed by its client) and the new live
+   * file. undefined while the path still names the file being read, or while the
+   * runtime has not created the new one yet. `nowMs`: when the new live file is taken
+   * up, which bounds the stamp of its own rotation later.
+   */
+  async reopenIfRotated(
+    nowMs: number,
+  ): Promise<{ rotated: RotatedFile[]; live: FileHandle } | undefined> {
+    if (this.path === undefined) return undefined;
+    const [now, cur] = await Promise.all([
+      lstat(this.path).catch(() => undefined),
+      this.#live.stat(),
+    ]);
+    if (now?.isFile() !== true || (now.ino === cur.ino && now.dev === cur.dev)) return undefined;
+    const live = await openLogFile(this.path).catch(() => undefined);
+    if (live === undefined) return undefined;
+    this.#owned.push(live);
+    const names = (await allLogFiles(this.path)).slice(0, -1);
+    // The file being read is among them under its rotated name: found by inode while it
+    // is plain; once compressed (a new inode) by its stamp, the first one not older than
+    // the moment it became the live file.
+    let mine = -1;
+    for (const [i, n] of names.entries()) {
+      const st = await lstat(n).catch(() => undefined);
+      if (st?.ino === cur.ino && st.dev === cur.dev) mine = i;
+    }
+    if (mine < 0) {
+      const since = rotationTimestamp(this.#liveSinceMs);
+      mine = names.findIndex((n) => stampOf(n) >= since);
+      if (mine < 0) mine = names.length;
+    }
+    const rotated: RotatedFile[] = [];
+    for (const n of names.slice(mine + 1)) {
+      const r = await openRotated(n);
+      if (r === undefined) continue;
+      this.#owned.push(r.fh);
+      const st = await r.fh.stat();
+      if (st.isFile() && !(st.ino === now.ino && st.dev === now.dev)) rotated.push(r);
+    }
+    this.#live = live;
+    this.#liveSinceMs = nowMs;
+    return { rotated, live };
+  }
+
+  /** Closes a file read to its end (the old live file after a rotation). */
+  async release(file: FileHandle): Promise<void> {
+    const i = this.#owned.indexOf(file);
+    if (i < 0) return;
+    this.#owned.splice(i, 1);
+    await file.close().catch(() => undefined);
+  }
+
+  /** Closes what this object opened. Idempotent. */
+  async close(): Promise<void> {
+    const files = this.#owned.splice(0);
+    await Promise.all(files.map((f) => f.close().catch(() => undefined)));
+  }
+}
+
+/** A rotated file, or its archive when compression renamed it meanwhile. */
+async function openRotated(name: string): Promise<RotatedFile | undefined> {
+  for (const candidate of name.endsWith(COMPRESS_SUFFIX)
+    ? [name]
+    : [name, name + COMPRESS_SUFFIX]) {
+    const fh = await open(candidate, constants.O_RDONLY | constants.O_NOFOLLOW).catch(
+      () => undefined,
+    );
+    if (fh !== undefined) return { fh, gzip: candidate.endsWith(COMPRESS_SUFFIX) };
+  }
+  return undefined;
+}
+
+/** The `YYYYMMDD-HHMMSS` of a rotated file's name ('' when it has none). */
+function stampOf(name: string): string {
+  return /\.(\d{8}-\d{6})(?:\.gz)?$/.exec(name)?.[1] ?? '';
+}
+
+function rotatedStream(r: RotatedFile): Readable {
+  const raw = createReadStream('', { fd: r.fh, autoClose: false, start: 0 });
+  return r.gzip ? raw.pipe(createGunzip()) : raw;
+}
+
+/** The last `n` items pushed, in order, without holding more than `n`. */
+class Ring<T> {
+  readonly #items: T[] = [];
+  readonly #n: number;
+  #next = 0;
+  constructor(n: number) {
+    this.#n = n;
+  }
+  push(item: T): void {
+    if (this.#n === 0) return;
+    if (this.#items.length < this.#n) this.#items.push(item);
+    else this.#items[this.#next] = item;
+    this.#next = (this.#next + 1) % this.#n;
+  }
+  drain(): T[] {
+    const out =
+      this.#items.length < this.#n
+        ? [...this.#items]
+        : [...this.#items.slice(this.#next), ...this.#items.slice(0, this.#next)];
+    this.#items.length = 0;
+    this.#next = 0;
+    return out;
+  }
+}
+
+/** Writes the lines of one log file to `out` as requested; resolves when done (or aborted). */
 export async function streamLogs(
   file: FileHandle,
   out: Writable,
   o: StreamLogsOptions,
 ): Promise<void> {
+  await streamLogFiles(ContainerLogFiles.single(file), out, o);
+}
+
+/** Writes a container log (rotated files, then the live one, then followed) to `out`. */
+export async function streamLogFiles(
+  files: ContainerLogFiles,
+  out: Writable,
+  o: StreamLogsOptions,
+): Promise<void> {
+  // One parser across files: a partial line may continue in the next file.
   const parser = new CriLogParser();
-  let offset = 0;
   let budget = o.limitBytes ?? Number.POSITIVE_INFINITY;
+  const done = (): boolean => budget <= 0 || isAborted(o.signal);
   const buf = Buffer.alloc(64 * 1024);
+  let live = files.live;
+  let offset = 0;
 
   const readAvailable = async (): Promise<LogLine[]> => {
     const lines: LogLine[] = [];
     for (;;) {
-      const { bytesRead } = await file.read(buf, 0, buf.length, offset);
+      const { bytesRead } = await live.read(buf, 0, buf.length, offset);
       if (bytesRead === 0) return lines;
       offset += bytesRead;
       lines.push(...parser.push(buf.subarray(0, bytesRead)));
@@ -131,7 +330,7 @@ export async function streamLogs(
   };
   const write = async (lines: readonly LogLine[]): Promise<void> => {
     for (const line of lines) {
-      if (budget <= 0 || isAborted(o.signal)) return;
+      if (done()) return;
       if (o.sinceMs !== undefined && line.timeMs < o.sinceMs) continue;
       let bytes = o.timestamps
         ? Buffer.concat([Buffer.from(`${line.timestamp} `), line.content])
@@ -141,18 +340,29 @@ export async function streamLogs(
       if (!out.write(bytes)) await once(out, 'drain', { signal: o.signal });
     }
   };
+  // With tailLines the lines already on disk go through a ring: only the last N remain.
+  const ring = o.tailLines === undefined ? undefined : new Ring<LogLine>(o.tailLines);
+  const emit = async (lines: readonly LogLine[]): Promise<void> => {
+    if (ring === undefined) {
+      await write(lines);
+      return;
+    }
+    for (const l of lines) if (o.sinceMs === undefined || l.timeMs >= o.sinceMs) ring.push(l);
+  };
 
-  let first = await readAvailable();
-  if (o.sinceMs !== undefined) {
-    const since = o.sinceMs;
-    first = first.filter((l) => l.timeMs >= since);
+  for (const r of files.rotated) {
+    for await (const chunk of rotatedStream(r)) {
+      await emit(parser.push(chunk as Buffer));
+      if (done()) return;
+    }
   }
-  if (o.tailLines !== undefined) first = o.tailLines === 0 ? [] : first.slice(-o.tailLines);
-  await write(first);
+  await emit(await readAvailable());
+  if (ring !== undefined) await write(ring.drain());
   if (!o.follow) return;
   const pollMs = o.pollMs ?? 250;
   let idle = 0;
-  while (budget > 0 && !isAborted(o.signal)) {
+  let pending: Awaited<ReturnType<ContainerLogFiles['reopenIfRotated']>>;
+  while (!done()) {
     try {
       await o.clock.sleep(pollMs, o.signal);
     } catch {
@@ -164,6 +374,26 @@ export async function streamLogs(
       await write(lines);
       continue;
     }
+    // Quiet at the end of the file: it may have been rotated. The runtime may still be
+    // finishing a write to the old file when the new one appears, so the switch waits
+    // one more quiet poll of the old descriptor.
+    if (pending !== undefined) {
+      const prev = live;
+      await files.release(prev);
+      for (const r of pending.rotated) {
+        for await (const chunk of rotatedStream(r)) {
+          await write(parser.push(chunk as Buffer));
+          if (done()) return;
+        }
+        await files.release(r.fh);
+      }
+      live = pending.live;
+      offset = 0;
+      pending = undefined;
+      continue;
+    }
+    pending = await files.reopenIfRotated(o.clock.now());
+    if (pending !== undefined) continue;
     // Check the runtime only about once a second while the file is quiet.
     idle += pollMs;
     if (idle >= 1000) {

@@ -38,12 +38,14 @@ import {
   parseTarget,
   runningPods,
   serveContainerLogs,
+  serveRun,
   streamingUrl,
   type HandlerDeps,
   type ParsedTarget,
   type StreamKind,
 } from './handlers.ts';
 import { kubeletHealthChecks, serveMonitoring, type MonitoringDeps } from './monitoring.ts';
+import { serveNodeLogs } from './node-logs.ts';
 import { proxyUpgrade, writeRawResponse } from './streaming.ts';
 
 /** The CIS-approved TLS 1.2 suites; TLS 1.3 suites are all strong and left as Node's. */
@@ -76,6 +78,8 @@ const DEBUG_ROUTES: ReadonlySet<string> = new Set([
   ...STREAM_ROUTES,
   'containerLogs',
   'runningpods',
+  'run',
+  'logs',
 ]);
 
 export interface KubeletServerOptions {
@@ -101,6 +105,10 @@ export interface KubeletServerOptions {
   readonly debuggingHandlers: boolean;
   /** The effective KubeletConfiguration (v1beta1, as JSON) /configz shows; absent: 404. */
   readonly configz?: unknown;
+  /** enableSystemLogHandler: false leaves out /logs/ (default true). */
+  readonly systemLogHandler?: boolean;
+  /** The directory /logs/ serves (default /var/log). */
+  readonly nodeLogsDir?: string;
 }
 
 export interface KubeletServerDeps {
@@ -403,6 +411,15 @@ export class KubeletServer {
     if (first === 'containerLogs') {
       if (req.method !== 'GET') throw new HttpError(405, 'Cannot serve container logs: GET only');
       await serveContainerLogs(this.#handlers, target, res, signal);
+      return;
+    }
+    if (first === 'run') {
+      if (req.method !== 'POST') throw new HttpError(405, 'Cannot serve /run: POST only');
+      await serveRun(this.#handlers, target, res, signal);
+      return;
+    }
+    if (first === 'logs' && this.#o.systemLogHandler !== false) {
+      await serveNodeLogs({ root: this.#o.nodeLogsDir ?? '/var/log' }, target, req, res, signal);
       return;
     }
     if (STREAM_ROUTES.has(first))

@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import { appendFile, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { gzipSync } from 'node:zlib';
+import { after, before, describe, test } from 'node:test';
+import { rotationTimestamp } from '../logs/files.ts';
+import { compressLog } from '../logs/manager.ts';
+import { FakeClock } from '../util/clock.ts';
+import { ContainerLogFiles, streamLogFiles, type LogOptions } from './logs.ts';
+
+let dir = '';
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'berth-rotlogs-'));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const rec = (n: number, tag = 'F'): string =>
+  `2026-01-01T00:00:${String(n).padStart(2, '0')}.000000000Z stdout ${tag} line${n}\n`;
+const recs = (from: number, to: number): string => {
+  let s = '';
+  for (let n = from; n < to; n++) s += rec(n);
+  return s;
+};
+const expected = (from: number, to: number): string => {
+  let s = '';
+  for (let n = from; n < to; n++) s += `line${n}\n`;
+  return s;
+};
+
+function collect(): { out: PassThrough; text: () => string } {
+  const out = new PassThrough();
+  const chunks: Buffer[] = [];
+  out.on('data', (c: Buffer) => chunks.push(c));
+  return { out, text: () => Buffer.concat(chunks).toString() };
+}
+
+/** 0.log.<a>.gz (0-10), 0.log.<b> (10-20, ending in a partial), 0.log (rest of it, 20-30). */
+async function rotatedLog(sub: string): Promise<string> {
+  const d = await mkdtemp(join(dir, sub));
+  const log = join(d, '0.log');
+  await writeFile(`${log}.20260101-000010.gz`, gzipSync(recs(0, 10)));
+  await writeFile(
+    `${log}.20260101-000020`,
+    recs(10, 19) + rec(19, 'P').replace('line19\n', 'li\n'),
+  );
+  await writeFile(log, '2026-01-01T00:00:19.500000000Z stdout F ne19\n' + recs(20, 30));
+  // Leftovers that must not be read: a half-written archive and an unrelated log.
+  await writeFile(`${log}.20260101-000030.gz.tmp`, 'garbage');
+  await writeFile(join(d, '1.log'), rec(99));
+  return log;
+}
+
+async function read(log: string, options: Partial<LogOptions>): Promise<string> {
+  const files = await ContainerLogFiles.open(log, Date.UTC(2026, 0, 1));
+  const c = collect();
+  try {
+    await streamLogFiles(files, c.out, {
+      follow: false,
+      timestamps: false,
+      ...options,
+      clock: new FakeClock(),
+      signal: new AbortController().signal,
+      isRunning: () => Promise.resolve(false),
+    });
+  } finally {
+    await files.close();
+  }
+  return c.text();
+}
+
+describe('container logs across rotation', () => {
+  test('rotated files are read oldest first, gunzipped, partial lines joined', async () => {
+    const log = await rotatedLog('all-');
+    assert.equal(await read(log, {}), expected(0, 30));
+  });
+
+  test('tail, since and limit apply across the files', async () => {
+    const log = await rotatedLog('opts-');
+    assert.equal(await read(log, { tailLines: 12 }), expected(18, 30));
+    assert.equal(await read(log, { tailLines: 0 }), '');
+    assert.equal(await read(log, { tailLines: 100 }), expected(0, 30));
+    assert.equal(
+      await read(log, { sinceMs: Date.parse('2026-01-01T00:00:25Z') }),
+      expected(25, 30),
+    );
+    assert.equal(
+      await read(log, { sinceMs: Date.parse('2026-01-01T00:00:05Z'), tailLines: 2 }),
+      expected(28, 30),
+    );
+    assert.equal(await read(log, { limitBytes: 14 }), 'line0\nline1\nli');
+  });
+
+  test('a symlinked rotated file is not read', async () => {
+    const d = await mkdtemp(join(dir, 'link-'));
+    const log = join(d, '0.log');
+    await writeFile(join(dir, 'secret'), rec(42));
+    await symlink(join(dir, 'secret'), `${log}.20260101-000000`);
+    await writeFile(log, rec(1));
+    assert.equal(await read(log, {}), 'line1\n');
+  });
+
+  test('follow keeps going across rotations without a gap or a duplicate', async () => {
+    const d = await mkdtemp(join(dir, 'follow-'));
+    const log = join(d, '0.log');
+    await writeFile(log, recs(0, 5));
+    const t0 = Date.UTC(2026, 0, 1, 12);
+    const clock = new FakeClock(t0);
+    const files = await ContainerLogFiles.open(log, clock.now());
+    const c = collect();
+    let running = true;
+    let finished = false;
+    const done = streamLogFiles(files, c.out, {
+      follow: true,
+      timestamps: false,
+      clock,
+      signal: new AbortController().signal,
+      isRunning: () => Promise.resolve(running),
+    }).finally(() => {
+      finished = true;
+    });
+    // The reader does real file I/O between its (fake) sleeps: wait for it to sleep again.
+    const tick = async (): Promise<void> => {
+      for (let i = 0; i < 500 && clock.pending === 0 && !finished; i++)
+        await new Promise((r) => setTimeout(r, 1));
+      await clock.advance(250);
+    };
+    /** What the manager and runtime do; the runtime writes to the old file until it reopens. */
+    const rotate = async (atMs: number, late: [number, number], fresh: [number, number]) => {
+      const rotated = `${log}.${rotationTimestamp(atMs)}`;
+      await rename(log, rotated);
+      await appendFile(rotated, recs(...late));
+      await writeFile(log, recs(...fresh));
+      return rotated;
+    };
+    await tick();
+    await appendFile(log, recs(5, 10));
+    await tick();
+    // Two rotations while the reader sleeps; the second compresses the first, so the
+    // file being read is found by its stamp rather than its inode.
+    const first = await rotate(t0 + 3000, [10, 13], [13, 20]);
+    await compressLog(first);
+    await rotate(t0 + 6000, [20, 23], [23, 30]);
+    for (let i = 0; i < 4; i++) await tick();
+    await rotate(t0 + 9000, [30, 33], [33, 40]);
+    for (let i = 0; i < 4; i++) await tick();
+    await appendFile(log, recs(40, 43));
+    running = false;
+    while (!finished) await tick();
+    await done;
+    await files.close();
+    assert.equal(c.text(), expected(0, 43));
+  });
+});
