@@ -166,8 +166,13 @@ describe('CriContainerLogManager', () => {
     await s.clock.advance(9_999);
     assert.equal(s.fake.callsTo('RuntimeService/ReopenContainerLog').length, 0);
     await s.clock.advance(1);
-    for (let i = 0; i < 20 && s.fake.callsTo('RuntimeService/ReopenContainerLog').length === 0; i++)
-      await new Promise((r) => setImmediate(r));
+    // The pass does real file I/O (stat, rename): give it real time, up to 10 s under load.
+    for (
+      let i = 0;
+      i < 1000 && s.fake.callsTo('RuntimeService/ReopenContainerLog').length === 0;
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 10));
     assert.equal(s.fake.callsTo('RuntimeService/ReopenContainerLog').length, 1);
     abort.abort();
     await running;
