@@ -68,6 +68,7 @@ function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> 
     unauthorizedTTLMs: k.authorization.webhook.cacheUnauthorizedTTLMs,
     debuggingHandlers: k.enableDebuggingHandlers,
     configz: configzDocument(k),
+    systemLogHandler: k.enableSystemLogHandler,
   };
 }
 
