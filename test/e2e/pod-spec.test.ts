@@ -337,18 +337,17 @@ describe('pod spec surface on berth (containerd 2.x)', () => {
         pod('env-huge', { env: [{ name: 'HUGE', value: 'h'.repeat(256 * 1024) }] }),
       ),
     });
+    // The kernel refuses the exec: the container fails (and is retried); its status says why.
     const huge = await waitForPod(cluster, 'default', 'env-huge', 'failing to start', (p) => {
       const c = p.status?.containerStatuses?.[0];
-      const why = c?.state?.waiting?.reason ?? c?.lastState?.terminated?.reason;
-      return why !== undefined && why !== 'ContainerCreating';
+      const why =
+        c?.state?.waiting?.message ??
+        c?.state?.terminated?.message ??
+        c?.lastState?.terminated?.message ??
+        '';
+      return why !== '';
     });
-    const c = huge.status?.containerStatuses?.[0];
-    assert.equal(c?.state?.running, undefined);
-    assert.notEqual(
-      c?.state?.waiting?.message ?? c?.lastState?.terminated?.message ?? '',
-      '',
-      'the status says why',
-    );
+    assert.notEqual(huge.status?.phase, 'Succeeded');
     await eventually('berth still healthy', async () =>
       (await kubectl([
         'get',
