@@ -141,4 +141,48 @@ describe('generatePodStatus', () => {
       'containers with unready status: [b]',
     );
   });
+  test('readiness gates: Ready waits for every gate condition to be True, in upstream words', () => {
+    const gated = (conditions: { type: string; status: string }[]): Pod => ({
+      ...pod('Always'),
+      spec: {
+        ...pod('Always').spec,
+        containers: [{ name: 'main', image: 'busybox:1' }],
+        readinessGates: [{ conditionType: 'example.com/lb' }, { conditionType: 'example.com/dns' }],
+      },
+      status: { conditions: [{ type: 'PodScheduled', status: 'True' }, ...conditions] },
+    });
+    const ready = (p: Pod) => status(p, [container('main', 'running')]).conditions ?? [];
+    const none = ready(gated([]));
+    assert.equal(none.find((c) => c.type === 'ContainersReady')?.status, 'True');
+    const r = none.find((c) => c.type === 'Ready');
+    assert.equal(r?.status, 'False');
+    assert.equal(r?.reason, 'ReadinessGatesNotReady');
+    assert.equal(
+      r?.message,
+      'corresponding condition of pod readiness gate "example.com/lb" does not exist., ' +
+        'corresponding condition of pod readiness gate "example.com/dns" does not exist.',
+    );
+    const half = ready(
+      gated([
+        { type: 'example.com/lb', status: 'True' },
+        { type: 'example.com/dns', status: 'False' },
+      ]),
+    ).find((c) => c.type === 'Ready');
+    assert.equal(
+      half?.message,
+      'the status of pod readiness gate "example.com/dns" is not "True", but False',
+    );
+    const all = ready(
+      gated([
+        { type: 'example.com/lb', status: 'True' },
+        { type: 'example.com/dns', status: 'True' },
+      ]),
+    );
+    assert.equal(all.find((c) => c.type === 'Ready')?.status, 'True');
+    // The gate conditions belong to their controller and are carried as they are.
+    assert.equal(all.find((c) => c.type === 'example.com/dns')?.status, 'True');
+    // Containers not ready: Ready gives ContainersReady's reason, not the gates'.
+    const notRunning = status(gated([]), []).conditions?.find((c) => c.type === 'Ready');
+    assert.equal(notRunning?.reason, 'ContainersNotReady');
+  });
 });

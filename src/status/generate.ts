@@ -200,6 +200,36 @@ function condition(
   };
 }
 
+/**
+ * Ready: ContainersReady, and every readiness gate's condition (set by another
+ * controller) True. While containers are not ready, Ready says why as ContainersReady
+ * does; otherwise the unmet gates are listed in upstream's words.
+ */
+function readyCondition(
+  pod: Pod,
+  containersReady: boolean,
+  now: string,
+  prevConditions: readonly PodCondition[],
+  reason: string | undefined,
+  message: string | undefined,
+): PodCondition {
+  if (!containersReady) return condition('Ready', false, now, prevConditions, reason, message);
+  const unmet: string[] = [];
+  for (const gate of pod.spec?.readinessGates ?? []) {
+    const c = prevConditions.find((x) => x.type === gate.conditionType);
+    if (c === undefined)
+      unmet.push(
+        `corresponding condition of pod readiness gate "${gate.conditionType}" does not exist.`,
+      );
+    else if (c.status !== 'True')
+      unmet.push(
+        `the status of pod readiness gate "${gate.conditionType}" is not "True", but ${c.status}`,
+      );
+  }
+  if (unmet.length === 0) return condition('Ready', true, now, prevConditions);
+  return condition('Ready', false, now, prevConditions, 'ReadinessGatesNotReady', unmet.join(', '));
+}
+
 /** The sandbox's IPs; the last known ones while no sandbox reports any (e.g. stopped). */
 function podIPs(ips: readonly string[], previous: PodStatus): Pick<PodStatus, 'podIP' | 'podIPs'> {
   const [first] = ips;
@@ -258,7 +288,7 @@ export function generatePodStatus(input: StatusInput): PodStatus {
         ? undefined
         : `containers with incomplete status: [${notInit.join(' ')}]`,
     ),
-    condition('Ready', containersReady, now, prevConditions, reason, message),
+    readyCondition(pod, containersReady, now, prevConditions, reason, message),
     condition('ContainersReady', containersReady, now, prevConditions, reason, message),
     ...prevConditions.filter((c) => !KUBELET_CONDITIONS.has(c.type)),
   ];
