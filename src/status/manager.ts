@@ -9,6 +9,7 @@ import type { Pod, PodStatus } from 'kubernetes-types/core/v1.js';
 import { inNamespace, isConflict, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
+import { KUBELET_CONDITIONS } from './generate.ts';
 
 export interface StatusManagerOptions {
   readonly client: KubeClient;
@@ -31,6 +32,29 @@ function fingerprint(status: PodStatus): string {
     ...status,
     conditions: status.conditions?.map((c) => ({ ...c, lastProbeTime: undefined })),
   });
+}
+
+/** Conditions berth writes; every other type belongs to another controller. */
+const OWN_CONDITIONS = new Set([...KUBELET_CONDITIONS, 'PodScheduled']);
+
+/**
+ * The strategic merge patch of a status, as upstream's kubelet writes it: conditions
+ * merge by type and only the kubelet's own are sent, so a readiness gate or
+ * DisruptionTarget another controller set meanwhile is neither dropped nor overwritten
+ * with the older value berth last read. The IP lists are replaced whole (a recreated
+ * sandbox's IP must not be added next to the old one); the container status lists are
+ * atomic in the API already.
+ */
+export function statusPatch(status: PodStatus): Record<string, unknown> {
+  const replace = { $patch: 'replace' };
+  return {
+    ...status,
+    ...(status.conditions !== undefined && {
+      conditions: status.conditions.filter((c) => OWN_CONDITIONS.has(c.type)),
+    }),
+    ...(status.podIPs !== undefined && { podIPs: [...status.podIPs, replace] }),
+    ...(status.hostIPs !== undefined && { hostIPs: [...status.hostIPs, replace] }),
+  };
 }
 
 export class StatusManager {
@@ -87,13 +111,11 @@ export class StatusManager {
       podUID: uid,
     });
     try {
-      // Merge patch: lists (conditions, containerStatuses) are replaced whole; the status
-      // carries every condition, ours and the others', so nothing is lost.
       const updated = await this.#o.client.patch<Pod>(
         inNamespace(PODS, meta.namespace ?? 'default'),
         meta.name ?? '',
-        { metadata: { uid }, status },
-        'merge',
+        { metadata: { uid }, status: statusPatch(status) },
+        'strategic',
         { subresource: 'status' },
       );
       entry.sent = fingerprint(status);
