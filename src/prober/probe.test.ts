@@ -152,9 +152,15 @@ describe('runProbe', () => {
     assert.deepEqual(r, { result: 'failure', output: 'HTTP probe failed with statuscode: 500' });
   });
 
-  test('an unknown port name fails clearly', async () => {
-    const r = await run({ httpGet: { path: '/ok', port: 'nope' } });
-    assert.deepEqual(r, { result: 'failure', output: 'unable to resolve port nope' });
+  test('an unknown port name or a port out of range is an error, in upstream words', async () => {
+    await assert.rejects(run({ httpGet: { path: '/ok', port: 'nope' } }), {
+      name: 'ProbeConfigError',
+      code: 'BERTH_PROBE_CONFIG',
+      message: 'port "nope" not found',
+    });
+    await assert.rejects(run({ tcpSocket: { port: 70_000 } }), {
+      message: 'invalid port number: 70000',
+    });
     assert.equal(resolvePort('8080', container()), 8080);
     assert.equal(resolvePort(0, container()), undefined);
   });
@@ -176,8 +182,8 @@ describe('runProbe', () => {
     assert.match(r.output, /ECONNREFUSED/);
   });
 
-  test('handler-less probes and gRPC probes without a pod IP fail with a reason', async () => {
-    assert.match((await run({})).output, /no handler/);
+  test('handler-less probes are errors; gRPC probes without a pod IP fail with a reason', async () => {
+    await assert.rejects(run({}), /no handler/);
     const r = await runProbe(
       { grpc: { port } },
       { containerId: 'c1', container: container(), podIP: undefined },

@@ -5,6 +5,7 @@
 import net from 'node:net';
 import type { Container, Probe } from 'kubernetes-types/core/v1.js';
 import { CriError, type CriClient } from '../cri/index.ts';
+import { BerthError } from '../util/errors.ts';
 import { grpcProbe } from './grpc-probe.ts';
 import {
   formatUrl,
@@ -34,6 +35,27 @@ export interface ProbeTarget {
 
 const fail = (output: string): ProbeOutcome => ({ result: 'failure', output });
 
+/**
+ * A probe that cannot be run as written (a port name the container does not declare,
+ * a port out of range, no handler). Upstream calls this an error, not a failure: the
+ * attempt is reported and thrown away, so it counts toward no threshold and a liveness
+ * probe with a typo never kills the container.
+ */
+export class ProbeConfigError extends BerthError {
+  constructor(message: string) {
+    super('BERTH_PROBE_CONFIG', message);
+  }
+}
+
+/** resolvePort, or upstream's error for a port that cannot be probed. */
+function portOrThrow(port: number | string | undefined, container: Container): number {
+  const resolved = resolvePort(port, container);
+  if (resolved !== undefined) return resolved;
+  if (typeof port === 'string' && !/^\d+$/.test(port))
+    throw new ProbeConfigError(`port "${port}" not found`);
+  throw new ProbeConfigError(`invalid port number: ${String(port)}`);
+}
+
 /** Resolves a numeric or named container port; undefined when the name is unknown. */
 export function resolvePort(
   port: number | string | undefined,
@@ -51,8 +73,9 @@ function hostOrPodIP(host: string | undefined, podIP: string | undefined): strin
 }
 
 /**
- * Runs `probe` once. Never throws for probe failures (they are results); rejects only
- * when `signal` aborts, so a stopping worker ends quietly.
+ * Runs `probe` once. Never throws for probe failures (they are results); rejects with
+ * ProbeConfigError for a probe that cannot run, and when `signal` aborts, so a stopping
+ * worker ends quietly.
  */
 export async function runProbe(
   probe: Probe,
@@ -64,8 +87,7 @@ export async function runProbe(
   if (probe.exec !== undefined)
     return execProbe(probe.exec.command ?? [], timeoutSeconds, target, runtime, signal);
   if (probe.httpGet !== undefined) {
-    const port = resolvePort(probe.httpGet.port, target.container);
-    if (port === undefined) return fail(`unable to resolve port ${String(probe.httpGet.port)}`);
+    const port = portOrThrow(probe.httpGet.port, target.container);
     const host = hostOrPodIP(probe.httpGet.host, target.podIP);
     if (host === undefined || host === '') return fail('the pod has no IP address yet');
     return withTimeout(signal, timeoutSeconds * 1000, (s) =>
@@ -82,22 +104,20 @@ export async function runProbe(
     );
   }
   if (probe.tcpSocket !== undefined) {
-    const port = resolvePort(probe.tcpSocket.port, target.container);
-    if (port === undefined) return fail(`unable to resolve port ${String(probe.tcpSocket.port)}`);
+    const port = portOrThrow(probe.tcpSocket.port, target.container);
     const host = hostOrPodIP(probe.tcpSocket.host, target.podIP);
     if (host === undefined || host === '') return fail('the pod has no IP address yet');
     return withTimeout(signal, timeoutSeconds * 1000, (s) => tcpProbe(host, port, s));
   }
   if (probe.grpc !== undefined) {
     // GRPCAction has no host: upstream always probes the pod IP.
-    const port = resolvePort(probe.grpc.port, target.container);
-    if (port === undefined) return fail(`invalid port number: ${probe.grpc.port}`);
+    const port = portOrThrow(probe.grpc.port, target.container);
     const host = target.podIP;
     if (host === undefined || host === '') return fail('the pod has no IP address yet');
     const service = probe.grpc.service ?? '';
     return grpcProbe({ host, port, service }, timeoutSeconds, signal);
   }
-  return fail('the probe has no handler (exec, httpGet, tcpSocket or grpc)');
+  throw new ProbeConfigError('the probe has no handler (exec, httpGet, tcpSocket or grpc)');
 }
 
 async function execProbe(
