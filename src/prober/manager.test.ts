@@ -315,7 +315,7 @@ describe('prober manager', () => {
     );
   });
 
-  test('a fresh container later on is probed at once, on a schedule probe time does not shift', async () => {
+  test('a fresh container is probed at once, then at a random phase that probe time does not shift', async () => {
     const h = await harness(() => 0, 0.5);
     await h.clock.advance(60_000); // the manager has been running for a minute
     // Each exec takes 300 ms of fake time.
@@ -334,9 +334,10 @@ describe('prober manager', () => {
       await h.clock.advance(500);
       await settle();
     }
+    // random() = 0.5: after the immediate probe the ticks fall half a period later.
     assert.deepEqual(
       h.execs.map((e) => e.at - start),
-      [0, 1000, 2000, 3000],
+      [0, 500, 1500, 2500],
     );
     assert.equal(h.clock.pending, 1, 'one timer per worker');
   });
@@ -393,7 +394,10 @@ describe('prober manager', () => {
       ['unknown', 'unknown'],
     );
     assert.equal(h.prober.get('liveness', id), undefined, 'an error counts toward no threshold');
-    assert.match(h.recorder.events[0]?.message ?? '', /^Liveness probe errored: /);
+    assert.match(
+      h.recorder.events[0]?.message ?? '',
+      /^Liveness probe errored and resulted in unknown state: /,
+    );
   });
 
   test('a redirect to another host passes with a ProbeWarning event', async () => {
@@ -434,5 +438,71 @@ describe('prober manager', () => {
         }),
       );
     }
+  });
+  test('after a berth restart, an adopted container keeps its API readiness until probed', async () => {
+    const h = await harness((cmd) => (cmd === 'ready' ? 1 : 0), 0.5);
+    const main = spec('main', {
+      startupProbe: execProbe('start'),
+      readinessProbe: execProbe('ready', { failureThreshold: 2 }),
+    });
+    const id = await h.run();
+    const base = testPod({ containers: [main] });
+    const apiStatus = (ready: 'True' | 'False') => ({
+      conditions: [{ type: 'Ready', status: ready }],
+      containerStatuses: [
+        {
+          name: 'main',
+          containerID: `containerd://${id}`,
+          started: true,
+          ready: ready === 'True',
+          image: IMAGE,
+          imageID: '',
+          restartCount: 0,
+        },
+      ],
+    });
+    const pod = { ...base, status: apiStatus('True') };
+    // Started a minute before this manager (berth) came up.
+    const fresh = h.state({ name: 'main', id, from: main });
+    const state = {
+      ...fresh,
+      containers: fresh.containers.map((c) => ({ ...c, startedAt: h.clock.now() - 60_000 })),
+    };
+    h.prober.syncPod(pod, state);
+    await settle();
+    assert.equal(h.prober.started(pod, state)('main'), true, 'started as the API said');
+    assert.equal(h.prober.readiness(pod, state)('main'), true, 'ready as the API said');
+    assert.equal(
+      h.prober.readiness({ ...base, status: apiStatus('False') }, state)('main'),
+      false,
+      'a pod that was not Ready stays not ready',
+    );
+    await h.clock.advance(500);
+    await settle();
+    assert.equal(h.prober.readiness(pod, state)('main'), true, 'one failure of two');
+    await h.clock.advance(1000);
+    await settle();
+    assert.equal(h.prober.readiness(pod, state)('main'), false, 'the probe now decides');
+    assert.ok(
+      h.execs.every((e) => e.cmd !== 'start'),
+      'the startup probe that passed before is not run again',
+    );
+    // Another instance of the same name is not the one the API reported started.
+    const other = await h.run();
+    const replaced = {
+      ...state,
+      containers: state.containers.map((c) => ({ ...c, id: other })),
+    };
+    assert.equal(h.prober.started(pod, replaced)('main'), false);
+  });
+
+  test('a container started after berth is not ready before its first probe passes', async () => {
+    const h = await harness(() => 1);
+    const main = spec('main', { readinessProbe: execProbe('ready') });
+    const id = await h.run();
+    const base = testPod({ containers: [main] });
+    const pod = { ...base, status: { conditions: [{ type: 'Ready', status: 'True' }] } };
+    const state = h.state({ name: 'main', id, from: main });
+    assert.equal(h.prober.readiness(pod, state)('main'), false);
   });
 });

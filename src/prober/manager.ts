@@ -47,6 +47,24 @@ interface RunningWorker {
 
 const KINDS: readonly ProbeKind[] = ['startup', 'liveness', 'readiness'];
 
+/** Upstream's kubeletRestartGracePeriod: containers started this long before berth are adopted. */
+const RESTART_GRACE_MS = 10_000;
+
+/** Whether the API status shows the pod Ready (what berth reported before a restart). */
+function podReady(pod: Pod): boolean {
+  return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+/** Whether the API status reported this very instance started (its startup probe had passed). */
+function apiStarted(pod: Pod, name: string, containerId: string): boolean {
+  const statuses = [
+    ...(pod.status?.initContainerStatuses ?? []),
+    ...(pod.status?.containerStatuses ?? []),
+  ];
+  const s = statuses.find((c) => c.name === name);
+  return s?.started === true && s.containerID?.endsWith(`://${containerId}`) === true;
+}
+
 /** Containers that can be probed: app containers and restartable init containers (sidecars). */
 function probedContainers(pod: Pod): Container[] {
   return [
@@ -141,11 +159,18 @@ export class ProberManager implements ProbeResultsReader {
       const container = probedContainers(pod).find((c) => c.name === name);
       const instance = runningInstance(runtime, name);
       if (container === undefined || instance === undefined) return undefined;
-      if (container.readinessProbe !== undefined)
-        return (
-          this.get('readiness', instance.id) === 'success' && this.#started(container, instance)
-        );
-      return container.startupProbe === undefined ? undefined : this.#started(container, instance);
+      if (container.readinessProbe !== undefined) {
+        if (!this.#started(pod, container, instance)) return false;
+        const result = this.get('readiness', instance.id);
+        if (result !== undefined) return result === 'success';
+        // Not probed yet since berth started: a container that ran before keeps the
+        // readiness the API shows, as upstream's, so a restart of berth does not flap
+        // every Ready pod on the node to NotReady until its next probe.
+        return this.#adopted(instance) && podReady(pod);
+      }
+      return container.startupProbe === undefined
+        ? undefined
+        : this.#started(pod, container, instance);
     };
   }
 
@@ -155,7 +180,7 @@ export class ProberManager implements ProbeResultsReader {
       const container = probedContainers(pod).find((c) => c.name === name);
       const instance = runningInstance(runtime, name);
       if (container?.startupProbe === undefined || instance === undefined) return undefined;
-      return this.#started(container, instance);
+      return this.#started(pod, container, instance);
     };
   }
 
@@ -169,8 +194,20 @@ export class ProberManager implements ProbeResultsReader {
     await Promise.all(done);
   }
 
-  #started(container: Container, instance: RuntimeContainer): boolean {
-    return container.startupProbe === undefined || this.get('startup', instance.id) === 'success';
+  #started(pod: Pod, container: Container, instance: RuntimeContainer): boolean {
+    if (container.startupProbe === undefined) return true;
+    const result = this.get('startup', instance.id);
+    if (result !== undefined) return result === 'success';
+    return this.#adopted(instance) && apiStarted(pod, container.name, instance.id);
+  }
+
+  /**
+   * Whether the instance was running before this manager (berth) started, with
+   * upstream's 10 s of grace: such a container's earlier probe results are in the API
+   * status, not in memory.
+   */
+  #adopted(instance: RuntimeContainer): boolean {
+    return (instance.startedAt ?? instance.createdAt) < this.#startedAt - RESTART_GRACE_MS;
   }
 
   #startWorker(
@@ -182,6 +219,12 @@ export class ProberManager implements ProbeResultsReader {
     instance: RuntimeContainer,
   ): void {
     const uid = pod.metadata?.uid ?? '';
+    // A container whose startup probe passed before berth restarted has started: its
+    // startup probe is not run again (upstream stops it once Started is true), and its
+    // liveness and readiness probes are not held back.
+    const startedBefore =
+      kind === 'startup' && this.#adopted(instance) && apiStarted(pod, container.name, instance.id);
+    if (startedBefore) this.#store.set('startup', instance.id, 'success');
     const worker = new ProbeWorker(
       kind,
       probe,
@@ -210,8 +253,9 @@ export class ProberManager implements ProbeResultsReader {
       },
     );
     const abort = new AbortController();
-    // run() never rejects; the promise is kept so stop() can wait for it.
-    const done = worker.run(abort.signal);
+    // run() never rejects; the promise is kept so stop() can wait for it. A worker whose
+    // work is already done stays registered, so its result is dropped with the instance.
+    const done = startedBefore ? Promise.resolve() : worker.run(abort.signal);
     this.#workers.set(key, { worker, abort, done });
   }
 

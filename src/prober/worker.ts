@@ -104,7 +104,8 @@ export class ProbeWorker {
   async run(signal: AbortSignal): Promise<void> {
     const { clock } = this.#d;
     // Validation should reject a zero period; a worker must never spin on one.
-    const periodMs = Math.max(1, this.#probe.periodSeconds ?? 10) * 1000;
+    const period = this.#probe.periodSeconds ?? 0;
+    const periodMs = (period >= 1 ? period : 10) * 1000;
     const delayEnd =
       this.target.startedAt + Math.max(0, this.#probe.initialDelaySeconds ?? 0) * 1000;
     try {
@@ -123,8 +124,12 @@ export class ProbeWorker {
       if (wait > 0) await clock.sleep(wait, signal);
       // A fixed schedule, as upstream's ticker: probe time does not push later probes
       // back, and a probe that overran its period skips the ticks it missed. One sleep
-      // (one timer) at a time.
-      const anchor = clock.now();
+      // (one timer) at a time. A fresh container is probed at once (a pod start waits
+      // for its readiness), but its later ticks take a random phase: containers a burst
+      // of pod starts brought up within the same few milliseconds would otherwise probe
+      // in lockstep for their whole life. The second probe then comes early, never late.
+      const phase = offset > 0 ? 0 : Math.floor(this.#d.random() * periodMs);
+      const anchor = clock.now() + phase - periodMs;
       for (;;) {
         if (!(await this.#tick(signal))) return;
         const at = clock.now();
@@ -163,8 +168,9 @@ export class ProbeWorker {
       );
     } catch (err) {
       if (signal.aborted) throw err;
-      // A bug or an unexpected runtime answer: upstream throws such a result away (it
-      // counts toward no threshold) and the worker keeps its schedule.
+      // A probe that cannot run (ProbeConfigError), a bug or an unexpected runtime answer:
+      // upstream throws such a result away (it counts toward no threshold) and the worker
+      // keeps its schedule.
       this.#record('unknown', began);
       const message = err instanceof Error ? err.message : String(err);
       this.#d.logger.error('Probe errored', { probe: this.kind, error: message });
@@ -172,7 +178,7 @@ export class ProbeWorker {
         this.#eventTarget(),
         'Warning',
         'Unhealthy',
-        `${LABEL[this.kind]} probe errored: ${message}`,
+        `${LABEL[this.kind]} probe errored and resulted in unknown state: ${message}`,
       );
       return true;
     }
