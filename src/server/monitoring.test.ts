@@ -3,20 +3,18 @@
  * certificate from openssl, anonymous authentication), with fake stats and fake authz.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { FakeCriClient } from '../cri/fake/index.ts';
-import type { KubeClient } from '../kube/types.ts';
 import { KubeletMetrics } from '../metrics/registry.ts';
 import { FakeStatsProvider } from '../stats/fake.ts';
 import type { Summary } from '../stats/types.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
+import { recordingAuthorizer, selfSignedCertificate } from './testing.ts';
 import { KubeletServer, type KubeletServerOptions } from './server.ts';
 
 const TIME = '2026-01-01T00:00:10.000Z';
@@ -71,30 +69,8 @@ describe('kubelet API monitoring routes', () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'berth-server-'));
-    await promisify(execFile)('openssl', [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(dir, 'key.pem'),
-      '-out',
-      join(dir, 'cert.pem'),
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-    ]);
-    const kube = {
-      create: (_path: unknown, body: { spec: { resourceAttributes: { subresource: string } } }) => {
-        const sub = body.spec.resourceAttributes.subresource;
-        asked.push(sub);
-        return Promise.resolve({ ...body, status: { allowed: allowed.has(sub) } });
-      },
-    } as unknown as KubeClient;
+    await selfSignedCertificate(dir);
+    const kube = recordingAuthorizer(asked, allowed);
     const options: KubeletServerOptions = {
       nodeName: 'node-a',
       address: '127.0.0.1',

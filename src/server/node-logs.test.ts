@@ -14,10 +14,10 @@ import { after, before, describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { cri } from '../cri/index.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
-import type { KubeClient } from '../kube/types.ts';
 import { CONTAINER_NAME_LABEL, POD_UID_LABEL } from '../kuberuntime/labels.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
+import { recordingAuthorizer, selfSignedCertificate } from './testing.ts';
 import { KubeletServer } from './server.ts';
 
 interface Reply {
@@ -70,23 +70,7 @@ describe('kubelet API /logs/ and /run', () => {
     await symlink(dir, join(varLog, 'escape-dir'));
     await symlink(join(varLog, 'syslog'), join(varLog, 'inside'));
     await promisify(execFile)('mkfifo', [join(varLog, 'fifo')]);
-    await promisify(execFile)('openssl', [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(dir, 'key.pem'),
-      '-out',
-      join(dir, 'cert.pem'),
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-    ]);
+    await selfSignedCertificate(dir);
     fake.addImage('registry.test/app:1', { preloaded: true });
     const config = cri.PodSandboxConfig.fromPartial({
       metadata: { name: 'web', uid: 'uid-1', namespace: 'ns' },
@@ -107,13 +91,7 @@ describe('kubelet API /logs/ and /run', () => {
       if (cmd[0] === 'false') return { exitCode: 1, stderr: 'nope\n' };
       return { stdout: `out:${cmd.join(',')}\n`, stderr: 'err\n' };
     });
-    const kube = {
-      create: (_path: unknown, body: { spec: { resourceAttributes: { subresource: string } } }) => {
-        const sub = body.spec.resourceAttributes.subresource;
-        asked.push(sub);
-        return Promise.resolve({ ...body, status: { allowed: allowed.has(sub) } });
-      },
-    } as unknown as KubeClient;
+    const kube = recordingAuthorizer(asked, allowed);
     server = new KubeletServer(
       {
         nodeName: 'node-a',

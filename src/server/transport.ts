@@ -1,0 +1,106 @@
+/**
+ * What the kubelet API's listeners share: TLS settings, binding, the plain-HTTP healthz
+ * listener and the kubelet_http_* request accounting (labelled by server_type, as
+ * upstream labels the read-write :10250 and the read-only port apart).
+ */
+import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
+import type { Duplex } from 'node:stream';
+import type { KubeletMetrics } from '../metrics/registry.ts';
+
+/** The CIS-approved TLS 1.2 suites; TLS 1.3 suites are all strong and left as Node's. */
+export const TLS_SETTINGS = {
+  minVersion: 'TLSv1.2',
+  ciphers: [
+    'ECDHE-ECDSA-AES128-GCM-SHA256',
+    'ECDHE-RSA-AES128-GCM-SHA256',
+    'ECDHE-ECDSA-AES256-GCM-SHA384',
+    'ECDHE-RSA-AES256-GCM-SHA384',
+    'ECDHE-ECDSA-CHACHA20-POLY1305',
+    'ECDHE-RSA-CHACHA20-POLY1305',
+  ].join(':'),
+  honorCipherOrder: true,
+} as const;
+
+export const STREAM_ROUTES: ReadonlySet<string> = new Set(['exec', 'attach', 'portForward']);
+
+/** Root paths reported as such in kubelet_http_requests_*; anything else is "other". */
+const METRIC_PATHS: ReadonlySet<string> = new Set([
+  ...STREAM_ROUTES,
+  'containerLogs',
+  'runningpods',
+  'pods',
+  'healthz',
+  'metrics',
+  'stats',
+  'configz',
+  'run',
+  'logs',
+  'checkpoint',
+  'debug',
+]);
+
+export type ServerType = 'readwrite' | 'readonly';
+
+/** The first path segment of a request target ("" for "/"). */
+export function firstSegment(req: IncomingMessage): string {
+  return (req.url ?? '').split(/[/?]/)[1] ?? '';
+}
+
+/** Counts a request in kubelet_http_* and returns what to call when it is over. */
+export function trackRequest(
+  metrics: KubeletMetrics | undefined,
+  req: IncomingMessage,
+  longRunning: boolean,
+  serverType: ServerType,
+): () => void {
+  if (metrics === undefined) return () => undefined;
+  const first = firstSegment(req);
+  const labels = {
+    method: req.method ?? '',
+    path: METRIC_PATHS.has(first) ? first : 'other',
+    server_type: serverType,
+    long_running: String(longRunning),
+  };
+  metrics.httpRequests.inc(labels);
+  metrics.httpInflightRequests.inc(labels);
+  const started = performance.now();
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    metrics.httpInflightRequests.dec(labels);
+    metrics.httpRequestsDuration.observe(labels, (performance.now() - started) / 1000);
+  };
+}
+
+/** The healthz listener: /healthz answers "ok", everything else 404. */
+export function createHealthzServer(): Server {
+  const healthz = createHttpServer((req, res) => {
+    if (req.url === '/healthz' || req.url?.startsWith('/healthz?') === true) {
+      res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' }).end('ok');
+    } else {
+      res
+        .writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' })
+        .end('404 page not found\n');
+    }
+  });
+  healthz.on('clientError', (_err, socket: Duplex) => socket.destroy());
+  return healthz;
+}
+
+/** Binds `server`; rejects if the port cannot be bound. */
+export function listen(server: Server | HttpsServer, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void => {
+      reject(err);
+    };
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      // A listening server's later errors are logged by the owner's handler, not thrown.
+      server.on('error', () => undefined);
+      resolve();
+    });
+  });
+}
