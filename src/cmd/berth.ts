@@ -57,6 +57,8 @@ function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> 
     port: k.port,
     healthzAddress: k.healthzBindAddress,
     healthzPort: k.healthzPort,
+    readOnlyPort: k.readOnlyPort,
+    streamingConnectionIdleTimeoutMs: k.streamingConnectionIdleTimeoutMs,
     tlsCertFile: k.tlsCertFile,
     tlsPrivateKeyFile: k.tlsPrivateKeyFile,
     clientCAFile: k.authentication.x509.clientCAFile,

@@ -47,33 +47,16 @@ import {
 import { kubeletHealthChecks, serveMonitoring, type MonitoringDeps } from './monitoring.ts';
 import { serveNodeLogs } from './node-logs.ts';
 import { proxyUpgrade, writeRawResponse } from './streaming.ts';
+import {
+  createHealthzServer,
+  firstSegment,
+  listen,
+  STREAM_ROUTES,
+  TLS_SETTINGS,
+  trackRequest,
+  type ServerType,
+} from './transport.ts';
 
-/** The CIS-approved TLS 1.2 suites; TLS 1.3 suites are all strong and left as Node's. */
-const CIPHERS = [
-  'ECDHE-ECDSA-AES128-GCM-SHA256',
-  'ECDHE-RSA-AES128-GCM-SHA256',
-  'ECDHE-ECDSA-AES256-GCM-SHA384',
-  'ECDHE-RSA-AES256-GCM-SHA384',
-  'ECDHE-ECDSA-CHACHA20-POLY1305',
-  'ECDHE-RSA-CHACHA20-POLY1305',
-].join(':');
-
-const STREAM_ROUTES: ReadonlySet<string> = new Set(['exec', 'attach', 'portForward']);
-/** Root paths reported as such in kubelet_http_requests_*; anything else is "other". */
-const METRIC_PATHS: ReadonlySet<string> = new Set([
-  ...STREAM_ROUTES,
-  'containerLogs',
-  'runningpods',
-  'pods',
-  'healthz',
-  'metrics',
-  'stats',
-  'configz',
-  'run',
-  'logs',
-  'checkpoint',
-  'debug',
-]);
 const DEBUG_ROUTES: ReadonlySet<string> = new Set([
   ...STREAM_ROUTES,
   'containerLogs',
@@ -81,6 +64,8 @@ const DEBUG_ROUTES: ReadonlySet<string> = new Set([
   'run',
   'logs',
 ]);
+/** What the read-only port serves: upstream's default handlers, never the debug ones. */
+const READ_ONLY_ROUTES: ReadonlySet<string> = new Set(['healthz', 'pods', 'stats', 'metrics']);
 
 export interface KubeletServerOptions {
   readonly nodeName: string;
@@ -90,6 +75,13 @@ export interface KubeletServerOptions {
   readonly healthzAddress: string;
   /** 0 disables healthz. */
   readonly healthzPort: number;
+  /**
+   * readOnlyPort: plain HTTP on `address`, no authentication, serving only /healthz,
+   * /pods, /stats and /metrics (as upstream's). 0 or absent disables it.
+   */
+  readonly readOnlyPort?: number;
+  /** Idle streams (exec, attach, port-forward) are closed after this; 0 never. */
+  readonly streamingConnectionIdleTimeoutMs?: number;
   /** Serving certificate files; unused when the deps give a rotating certificate source. */
   readonly tlsCertFile: string | null;
   readonly tlsPrivateKeyFile: string | null;
@@ -150,6 +142,7 @@ export class KubeletServer {
   #https: HttpsServer | undefined;
   #unsubscribe: (() => void) | undefined;
   #healthz: Server | undefined;
+  #readOnly: Server | undefined;
   /** Upgraded sockets: closeAllConnections() no longer sees them. */
   readonly #streams = new Set<Duplex>();
 
@@ -198,6 +191,11 @@ export class KubeletServer {
     return (this.#https?.address() as AddressInfo | null)?.port ?? 0;
   }
 
+  /** The bound read-only port (after start); 0 when it is disabled. */
+  get readOnlyPort(): number {
+    return (this.#readOnly?.address() as AddressInfo | null)?.port ?? 0;
+  }
+
   /** Reads the certificates and listens; rejects if a port cannot be bound. */
   async start(): Promise<void> {
     if (this.#state !== 'NEW')
@@ -226,16 +224,14 @@ export class KubeletServer {
       // certificate may still authenticate with a token, as upstream allows.
       requestCert: true,
       rejectUnauthorized: false,
-      minVersion: 'TLSv1.2',
-      ciphers: CIPHERS,
-      honorCipherOrder: true,
+      ...TLS_SETTINGS,
       // Only the streaming routes may upgrade; any other Upgrade header is routed (and
       // refused) like a plain request, so it cannot skip the router.
       shouldUpgradeCallback: (req) => this.#isStreamUpgrade(req),
     });
     server.keepAliveTimeout = 90_000;
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      this.#onRequest(req, res);
+      this.#onRequest(req, res, 'readwrite');
     });
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       this.#onUpgrade(req, socket, head);
@@ -258,9 +254,7 @@ export class KubeletServer {
           cert: next.certPem,
           key: next.keyPem,
           ...(ca !== undefined && { ca }),
-          minVersion: 'TLSv1.2',
-          ciphers: CIPHERS,
-          honorCipherOrder: true,
+          ...TLS_SETTINGS,
         });
         this.#d.logger.info('Serving certificate rotated', {});
       });
@@ -270,18 +264,21 @@ export class KubeletServer {
     await listen(server, this.#o.port, this.#o.address);
     this.#d.logger.info('Kubelet API listening', { address: this.#o.address, port: this.port });
     if (this.#o.healthzPort > 0) {
-      const healthz = createHttpServer((req, res) => {
-        if (req.url === '/healthz' || req.url?.startsWith('/healthz?') === true) {
-          res.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' }).end('ok');
-        } else {
-          res
-            .writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' })
-            .end('404 page not found\n');
-        }
+      this.#healthz = createHealthzServer();
+      await listen(this.#healthz, this.#o.healthzPort, this.#o.healthzAddress);
+    }
+    const readOnlyPort = this.#o.readOnlyPort ?? 0;
+    if (readOnlyPort > 0) {
+      const readOnly = createHttpServer((req, res) => {
+        this.#onRequest(req, res, 'readonly');
       });
-      healthz.on('clientError', (_err, socket: Duplex) => socket.destroy());
-      this.#healthz = healthz;
-      await listen(healthz, this.#o.healthzPort, this.#o.healthzAddress);
+      readOnly.on('clientError', (_err, socket: Duplex) => socket.destroy());
+      this.#readOnly = readOnly;
+      await listen(readOnly, readOnlyPort, this.#o.address);
+      this.#d.logger.info('Kubelet read-only API listening', {
+        address: this.#o.address,
+        port: this.readOnlyPort,
+      });
     }
   }
 
@@ -290,7 +287,7 @@ export class KubeletServer {
     if (this.#state === 'STOPPED') return;
     this.#state = 'STOPPED';
     this.#unsubscribe?.();
-    const closing = [this.#https, this.#healthz]
+    const closing = [this.#https, this.#healthz, this.#readOnly]
       .filter((s) => s !== undefined)
       .map(
         (s) =>
@@ -308,8 +305,7 @@ export class KubeletServer {
 
   #isStreamUpgrade(req: IncomingMessage): boolean {
     if (req.headers.upgrade === undefined || !this.#o.debuggingHandlers) return false;
-    const first = (req.url ?? '').split(/[/?]/)[1] ?? '';
-    return STREAM_ROUTES.has(first);
+    return STREAM_ROUTES.has(firstSegment(req));
   }
 
   /** Authenticates and authorizes; the returned error status is what to answer. */
@@ -337,32 +333,9 @@ export class KubeletServer {
     );
   }
 
-  /** Counts a request in kubelet_http_* and returns what to call when it is over. */
-  #track(req: IncomingMessage, longRunning: boolean): () => void {
-    const m = this.#d.metrics;
-    if (m === undefined) return () => undefined;
-    const first = (req.url ?? '').split(/[/?]/)[1] ?? '';
-    const labels = {
-      method: req.method ?? '',
-      path: METRIC_PATHS.has(first) ? first : 'other',
-      server_type: 'readwrite',
-      long_running: String(longRunning),
-    };
-    m.httpRequests.inc(labels);
-    m.httpInflightRequests.inc(labels);
-    const started = performance.now();
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      m.httpInflightRequests.dec(labels);
-      m.httpRequestsDuration.observe(labels, (performance.now() - started) / 1000);
-    };
-  }
-
-  #onRequest(req: IncomingMessage, res: ServerResponse): void {
+  #onRequest(req: IncomingMessage, res: ServerResponse, serverType: ServerType): void {
     const abort = new AbortController();
-    const finished = this.#track(req, false);
+    const finished = trackRequest(this.#d.metrics, req, false, serverType);
     res.on('close', () => {
       finished();
       abort.abort();
@@ -370,7 +343,11 @@ export class KubeletServer {
     res.on('error', (err) => {
       this.#d.logger.debug('Response error', { error: String(err) });
     });
-    this.#serve(req, res, abort.signal).catch((err: unknown) => {
+    const serving =
+      serverType === 'readonly'
+        ? this.#serveReadOnly(req, res, abort.signal)
+        : this.#serve(req, res, abort.signal);
+    serving.catch((err: unknown) => {
       this.#fail(err, req, (status, message) => {
         if (res.headersSent) {
           res.destroy();
@@ -381,8 +358,29 @@ export class KubeletServer {
     });
   }
 
+  /** The read-only port: no authentication, and only the routes upstream serves there. */
+  async #serveReadOnly(
+    req: IncomingMessage,
+    res: ServerResponse,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const target = parseTarget(req.url ?? '/');
+    if (!READ_ONLY_ROUTES.has(target.segments[0] ?? ''))
+      throw new HttpError(404, '404 page not found');
+    await this.#route(target, req, res, signal);
+  }
+
   async #serve(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
     const { target } = await this.#gate(req, false, signal);
+    await this.#route(target, req, res, signal);
+  }
+
+  async #route(
+    target: ParsedTarget,
+    req: IncomingMessage,
+    res: ServerResponse,
+    signal: AbortSignal,
+  ): Promise<void> {
     const first = target.segments[0] ?? '';
     if (!this.#o.debuggingHandlers && DEBUG_ROUTES.has(first)) {
       throw new HttpError(404, '404 page not found');
@@ -430,7 +428,7 @@ export class KubeletServer {
   #onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     this.#streams.add(socket);
     const abort = new AbortController();
-    const finished = this.#track(req, true);
+    const finished = trackRequest(this.#d.metrics, req, true, 'readwrite');
     socket.on('error', (err) => {
       this.#d.logger.debug('Stream socket error', { error: String(err) });
     });
@@ -446,7 +444,10 @@ export class KubeletServer {
       const { target } = await this.#gate(req, websocket && req.method === 'GET', abort.signal);
       const kind = target.segments[0] as StreamKind;
       const url = await streamingUrl(this.#handlers, kind, target, abort.signal);
-      proxyUpgrade(req, socket, head, url, this.#d.logger);
+      proxyUpgrade(req, socket, head, url, {
+        logger: this.#d.logger,
+        idleTimeoutMs: this.#o.streamingConnectionIdleTimeoutMs ?? 0,
+      });
     })().catch((err: unknown) => {
       this.#fail(err, req, (status, message) => {
         writeRawResponse(socket, status, message);
@@ -472,19 +473,4 @@ export class KubeletServer {
     this.#d.logger.error('Kubelet API request failed', { path: req.url, error: String(err) });
     reply(500, `Internal Server Error: ${err instanceof Error ? err.message : String(err)}`);
   }
-}
-
-function listen(server: Server | HttpsServer, port: number, host: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: Error): void => {
-      reject(err);
-    };
-    server.once('error', onError);
-    server.listen(port, host, () => {
-      server.off('error', onError);
-      // A listening server's later errors are logged by the owner's handler, not thrown.
-      server.on('error', () => undefined);
-      resolve();
-    });
-  });
 }
