@@ -328,6 +328,13 @@ export const KUBELET_FLAGS = {
     'readOnlyPort',
     (c, v) => ({ ...c, readOnlyPort: v }),
   ),
+  'streaming-connection-idle-timeout': bind(
+    durationFlag('Most time an exec, attach or port-forward stream may be idle (0: no limit).', {
+      defaultText: durationDefault(D.streamingConnectionIdleTimeoutMs),
+    }),
+    'streamingConnectionIdleTimeout',
+    (c, v) => ({ ...c, streamingConnectionIdleTimeoutMs: v }),
+  ),
   'healthz-port': bind(
     intFlag('Port of the localhost healthz endpoint (0 disables it).', {
       defaultText: String(D.healthzPort),

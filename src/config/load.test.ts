@@ -94,9 +94,13 @@ describe('loadConfig', () => {
         '--pod-manifest-path=/srv/manifests',
         '--logging-format=json',
         '--register-with-taints=k=v:NoExecute',
+        '--streaming-connection-idle-timeout=5m',
+        '--read-only-port=10255',
       ],
       fakes(files),
     );
+    assert.equal(c.kubelet.streamingConnectionIdleTimeoutMs, 300_000);
+    assert.equal(c.kubelet.readOnlyPort, 10255);
     assert.equal(c.kubelet.maxPods, 50);
     assert.equal(c.kubelet.failSwapOn, false);
     assert.equal(c.kubelet.syncFrequencyMs, 120_000);

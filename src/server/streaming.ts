@@ -6,6 +6,7 @@
  * berth needs no SPDY or WebSocket framing of its own.
  */
 import { request, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../util/logger.ts';
 
@@ -56,6 +57,15 @@ function forwardHeaders(
   return out;
 }
 
+export interface ProxyOptions {
+  readonly logger: Logger;
+  /**
+   * streamingConnectionIdleTimeout: a stream with no bytes either way for this long is
+   * closed on both sides; 0 never.
+   */
+  readonly idleTimeoutMs: number;
+}
+
 /**
  * Proxies the upgrade `req` (its socket and the bytes read past its head) to the CRI
  * streaming `target`. Never throws: failures answer the client or close both sides.
@@ -65,8 +75,9 @@ export function proxyUpgrade(
   client: Duplex,
   head: Buffer,
   target: string,
-  logger: Logger,
+  options: ProxyOptions,
 ): void {
+  const { logger } = options;
   let url: URL;
   try {
     url = new URL(target);
@@ -117,6 +128,18 @@ export function proxyUpgrade(
     if (head.length > 0) upstream.write(head);
     upstream.pipe(client);
     client.pipe(upstream);
+    // Every byte either way passes through the runtime-side socket, so its idle timer
+    // measures the stream's. The timer is the socket's own (real time), as a socket is.
+    if (options.idleTimeoutMs > 0 && upstream instanceof Socket) {
+      upstream.setTimeout(options.idleTimeoutMs, () => {
+        logger.info('Closing an idle stream', {
+          path: req.url,
+          idleTimeoutMs: options.idleTimeoutMs,
+        });
+        upstream.destroy();
+        client.destroy();
+      });
+    }
     upstream.on('close', () => client.destroy());
     client.on('close', () => upstream.destroy());
   });
