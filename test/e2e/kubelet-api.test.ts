@@ -5,8 +5,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdir, readFile, rename, symlink, writeFile } from 'node:fs/promises';
-import { connect } from 'node:tls';
-import { request } from 'node:https';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
@@ -21,46 +19,8 @@ import {
   waitForPod,
 } from '../harness/kube-helpers.ts';
 import { fetchLocal, freePort } from '../harness/net.ts';
+import { callBerth, openUpgrade, websocketHeaders } from '../harness/kubelet-api-client.ts';
 import { makeLeaf, type CertPair } from '../harness/pki.ts';
-
-interface Answer {
-  readonly status: number;
-  readonly body: string;
-}
-
-/** One request to berth's API with node:https (never through a proxy or the API server). */
-function callBerth(
-  port: number,
-  ca: Buffer,
-  path: string,
-  client?: { cert: Buffer; key: Buffer },
-  headers: Record<string, string> = {},
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        method: 'GET',
-        ca,
-        headers,
-        ...(client !== undefined && { cert: client.cert, key: client.key }),
-        agent: false,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 describe('kubelet API on containerd2', () => {
   let cluster: Cluster;
@@ -375,25 +335,20 @@ describe('kubelet API on containerd2', () => {
     await eventually('RBAC for proxy-reader', async () =>
       (await callBerth(port, ca, '/pods', reader)).status === 200 ? true : undefined,
     );
-    const ws = await callBerth(port, ca, '/exec/default/logs/main?command=true&stdout=1', reader, {
-      Connection: 'Upgrade',
-      Upgrade: 'websocket',
-      'Sec-WebSocket-Version': '13',
-      'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==',
-      'Sec-WebSocket-Protocol': 'v4.channel.k8s.io',
-    });
+    const ws = await callBerth(
+      port,
+      ca,
+      '/exec/default/logs/main?command=true&stdout=1',
+      reader,
+      websocketHeaders(['v4.channel.k8s.io']),
+    );
     assert.equal(ws.status, 403, ws.body);
     const anonymousWs = await callBerth(
       port,
       ca,
       '/exec/default/logs/main?command=true&stdout=1',
       undefined,
-      {
-        Connection: 'Upgrade',
-        Upgrade: 'websocket',
-        'Sec-WebSocket-Version': '13',
-        'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==',
-      },
+      websocketHeaders([]),
     );
     assert.equal(anonymousWs.status, 401, anonymousWs.body);
     for (const bad of [
@@ -450,36 +405,18 @@ describe('kubelet API on containerd2', () => {
 
   test('a WebSocket exec straight to berth is proxied to the runtime (101)', async () => {
     const admin = await load(cluster.pki.kubeletClient);
-    const data = await new Promise<string>((resolve, reject) => {
-      const socket = connect({ host: '127.0.0.1', port, ca, cert: admin.cert, key: admin.key });
-      let got = '';
-      socket.on('error', reject);
-      socket.on('secureConnect', () => {
-        socket.write(
-          [
-            'GET /exec/default/logs/main?command=echo&command=hi-ws&stdout=1&stderr=1 HTTP/1.1',
-            `Host: 127.0.0.1:${port}`,
-            'Connection: Upgrade',
-            'Upgrade: websocket',
-            'Sec-WebSocket-Version: 13',
-            'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==',
-            'Sec-WebSocket-Protocol: v4.channel.k8s.io',
-            '',
-            '',
-          ].join('\r\n'),
-        );
-      });
-      socket.on('data', (c: Buffer) => {
-        got += c.toString('latin1');
-        if (got.includes('hi-ws')) {
-          socket.destroy();
-          resolve(got);
-        }
-      });
-      socket.on('close', () => {
-        resolve(got);
-      });
-    });
+    const stream = openUpgrade(
+      port,
+      ca,
+      '/exec/default/logs/main?command=echo&command=hi-ws&stdout=1&stderr=1',
+      admin,
+      websocketHeaders(['v4.channel.k8s.io']),
+    );
+    await eventually('the exec output', () =>
+      Promise.resolve(stream.received().includes('hi-ws') ? true : undefined),
+    );
+    stream.socket.destroy();
+    const data = stream.received();
     assert.match(data, /^HTTP\/1\.1 101/);
     assert.match(data, /sec-websocket-protocol: v4\.channel\.k8s\.io/i);
     assert.match(data, /hi-ws/);
