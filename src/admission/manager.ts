@@ -21,6 +21,8 @@ export interface AdmissionOptions {
   readonly recorder: EventRecorder;
   readonly logger: Logger;
   readonly allowedUnsafeSysctls?: readonly string[];
+  /** Whether the host enforces AppArmor; absent: it does not. */
+  readonly appArmorEnabled?: () => boolean;
 }
 
 function isTerminalPhase(phase: string | undefined): boolean {
@@ -56,6 +58,7 @@ export class AdmissionManager {
             node,
             active: this.#active(uid),
             allowedUnsafeSysctls: this.#o.allowedUnsafeSysctls ?? [],
+            appArmorEnabled: this.#o.appArmorEnabled?.() ?? false,
           });
     if (result.admit) {
       this.#admitted.add(uid);

@@ -16,6 +16,7 @@ import type {
   Toleration,
 } from 'kubernetes-types/core/v1.js';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
+import { appArmorRejection } from './apparmor.ts';
 import { forbiddenSysctl } from './sysctls.ts';
 
 export type PodAdmitResult =
@@ -30,6 +31,8 @@ export interface AdmissionInput {
   readonly active: readonly Pod[];
   /** allowedUnsafeSysctls of the KubeletConfiguration. */
   readonly allowedUnsafeSysctls?: readonly string[];
+  /** Whether the host enforces AppArmor (pods that ask for it are refused otherwise). */
+  readonly appArmorEnabled?: boolean;
 }
 
 const ADMIT: PodAdmitResult = { admit: true };
@@ -256,5 +259,7 @@ export function admitPod(input: AdmissionInput): PodAdmitResult {
     return predicate('NodePorts', "node(s) didn't have free ports for the requested pod ports");
   if (!isStaticPod(pod) && untoleratedNoExecute(pod, node) !== undefined)
     return predicate('TaintToleration', "node(s) had taints that the pod didn't tolerate");
+  const appArmor = appArmorRejection(pod, input.appArmorEnabled ?? false);
+  if (appArmor !== undefined) return reject('AppArmor', appArmor);
   return ADMIT;
 }

@@ -22,7 +22,7 @@ import type { Backoff } from '../util/backoff.ts';
 import { BerthError } from '../util/errors.ts';
 import type { PodVolumes, VolumeManager } from '../volumes/types.ts';
 import { createTerminationLogFile } from './pod-dirs.ts';
-import { containerConfig, type SeccompOptions } from './runtime-config.ts';
+import { containerConfig, type ContainerConfigOptions } from './runtime-config.ts';
 
 /** A container's configuration cannot be built (CreateContainerConfigError). */
 export class ContainerConfigError extends BerthError {
@@ -69,7 +69,7 @@ export interface ContainerStartDeps {
   /** Path of the pod's managed hosts file, when /etc/hosts should be mounted. */
   readonly etcHosts: (pod: Pod) => string | undefined;
   readonly postStart?: PostStartRunner;
-  readonly seccomp?: SeccompOptions;
+  readonly seccomp?: ContainerConfigOptions;
 }
 
 export interface ContainerStartContext {

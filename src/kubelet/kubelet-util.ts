@@ -5,6 +5,7 @@ import { cri, CriError, type CriClient } from '../cri/index.ts';
 import { inNamespace, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
 import type { NodeAllocatable } from '../kuberuntime/downward.ts';
 import { hostsFileContent } from '../kuberuntime/hosts-file.ts';
+import { podHostnameAndDomain } from '../kuberuntime/hostname.ts';
 import type { Logger } from '../util/logger.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
@@ -127,9 +128,7 @@ export function podHostsFile(
   const hostNetwork = pod.spec?.hostNetwork === true;
   return hostsFileContent(pod, {
     podIPs: hostNetwork ? node.nodeIPs : podIPs,
-    hostname: hostNetwork
-      ? node.nodeName
-      : (pod.spec?.hostname ?? pod.metadata?.name ?? '').slice(0, 63),
+    hostname: hostNetwork ? node.nodeName : podHostnameAndDomain(pod, node.clusterDomain).hostname,
     clusterDomain: node.clusterDomain,
     nodeHostsFile: nodeHosts,
   });

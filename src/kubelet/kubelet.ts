@@ -25,6 +25,7 @@ import {
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { LeaseController } from '../nodelease/controller.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
+import { hostAppArmorEnabled } from '../admission/apparmor.ts';
 import { NodeStatusManager } from '../nodestatus/manager.ts';
 import { RelistPleg } from '../pleg/generic.ts';
 import type { PodLifecycleEvent } from '../pleg/types.ts';
@@ -236,12 +237,17 @@ export class Kubelet {
         cgroupRoot: options.cgroupRoot,
         cgroupsPerQOS: options.cgroupsPerQOS,
         nodeName: options.nodeName,
+        clusterDomain: options.clusterDomain,
         dns: (pod: Pod) =>
           podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain, (message) => {
             recorder.event(podTarget(pod), 'Warning', 'DNSConfigForming', message);
           }),
         seccompProfileRoot: join(options.rootDir, 'seccomp'),
         seccompDefault: options.seccompDefault ?? false,
+        hugePageSizes: () =>
+          Object.keys(this.nodeStatus.node?.status?.capacity ?? {}).filter((k) =>
+            k.startsWith('hugepages-'),
+          ),
         ...(this.podCgroups !== undefined && {
           cgroupParent: (pod: Pod) => this.podCgroups?.cgroupParent(pod) ?? '',
         }),
@@ -331,6 +337,7 @@ export class Kubelet {
       recorder,
       logger: logger.child({ component: 'admission' }),
       allowedUnsafeSysctls: options.allowedUnsafeSysctls ?? [],
+      appArmorEnabled: () => this.#appArmorEnabled,
     });
     this.lease = new LeaseController({
       client: kube,
@@ -394,6 +401,8 @@ export class Kubelet {
   }
 
   #lastResync = 0;
+  /** Whether the host enforces AppArmor (read once at start, as upstream). */
+  #appArmorEnabled = false;
 
   /** Upstream's syncloop health check: the loop ran within twice its period (and 30 s). */
   #syncLoopHealth(): string | undefined {
@@ -441,6 +450,7 @@ export class Kubelet {
         version: version.runtimeVersion,
         apiVersion: version.runtimeApiVersion,
       });
+      this.#appArmorEnabled = await hostAppArmorEnabled();
       // The first relist fills the runtime cache before any pod is synced (adoption).
       await this.pleg.relist(signal);
       await this.nodeStatus.register(signal);

@@ -253,8 +253,10 @@ export class PodSync implements PodSyncer {
     let sandbox: cri.PodSandboxConfig | undefined;
     if (plan.createSandbox) {
       await this.#o.podCgroups?.ensurePod(pod);
-      sandbox = this.#sandboxConfig(pod, plan.attempt);
       try {
+        // Inside the try: a pod the config cannot be made for (an FQDN too long for
+        // the kernel) is reported as upstream does, as a failed sandbox creation.
+        sandbox = this.#sandboxConfig(pod, plan.attempt);
         sandboxId = (
           await client.runtime.runPodSandbox(
             { config: sandbox, runtimeHandler: await this.#runtimeHandler(pod, signal) },

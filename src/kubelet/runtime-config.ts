@@ -4,7 +4,8 @@
  * cgroup under the QoS hierarchy, namespaces, resources and security context.
  */
 import { isAbsolute, resolve } from 'node:path';
-import type { Container, Pod, SeccompProfile } from 'kubernetes-types/core/v1.js';
+import type { AppArmorProfile, Container, Pod, SeccompProfile } from 'kubernetes-types/core/v1.js';
+import { appArmorProfileOf } from '../admission/apparmor.ts';
 import { cri } from '../cri/index.ts';
 import {
   containerAnnotations,
@@ -14,6 +15,8 @@ import {
   sandboxAnnotations,
   sandboxLabels,
 } from '../kuberuntime/labels.ts';
+import { kernelHostname } from '../kuberuntime/hostname.ts';
+import { hugepageLimits } from '../kuberuntime/hugepages.ts';
 import { qosClassOf, type QosClass } from '../kuberuntime/qos.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
@@ -25,6 +28,8 @@ export interface RuntimeConfigOptions {
   readonly cgroupRoot: string;
   readonly cgroupsPerQOS: boolean;
   readonly nodeName: string;
+  /** The cluster's DNS domain (the pod FQDN's suffix). */
+  readonly clusterDomain: string;
   /** The pod's resolver configuration (kubelet/dns.ts). */
   readonly dns: (pod: Pod) => cri.DNSConfig | undefined;
   /** The pod cgroup in the runtime's driver naming (cm/pod-cgroups.ts); default: cgroupfs form. */
@@ -33,9 +38,13 @@ export interface RuntimeConfigOptions {
   readonly seccompProfileRoot?: string;
   /** seccompDefault: RuntimeDefault instead of Unconfined when a pod sets nothing. */
   readonly seccompDefault?: boolean;
+  /** The node's hugepages-<size> resources (its capacity): each gets a CRI limit. */
+  readonly hugePageSizes?: () => readonly string[];
 }
 
 export type SeccompOptions = Pick<RuntimeConfigOptions, 'seccompProfileRoot' | 'seccompDefault'>;
+/** What a container's config takes from the node beyond the pod. */
+export type ContainerConfigOptions = SeccompOptions & Pick<RuntimeConfigOptions, 'hugePageSizes'>;
 
 /**
  * The CRI seccomp profile of a container (or, without one, of the pod): upstream's
@@ -153,8 +162,7 @@ export function sandboxConfig(
   );
   // A hostNetwork pod shares the node's UTS namespace: the runtime must not set a hostname
   // (runc refuses to without a private UTS namespace), as upstream leaves it empty.
-  const hostname =
-    spec?.hostNetwork === true ? '' : (spec?.hostname ?? meta.name ?? '').slice(0, 63);
+  const hostname = spec?.hostNetwork === true ? '' : kernelHostname(pod, o.clusterDomain);
   const privileged = (spec?.containers ?? []).some((c) => c.securityContext?.privileged === true);
   return cri.PodSandboxConfig.fromPartial({
     metadata: {
@@ -193,7 +201,40 @@ export function sandboxConfig(
   });
 }
 
-function resources(c: Container, qos: QosClass): cri.LinuxContainerResources {
+/** The CRI AppArmor profile, and the deprecated string form older runtimes read. */
+function appArmorFields(
+  profile: AppArmorProfile | undefined,
+): { apparmor: cri.SecurityProfile; apparmorProfile: string } | undefined {
+  const T = cri.SecurityProfile_ProfileType;
+  if (profile === undefined) return undefined;
+  switch (profile.type) {
+    case 'RuntimeDefault':
+      return {
+        apparmor: { profileType: T.RuntimeDefault, localhostRef: '' },
+        apparmorProfile: 'runtime/default',
+      };
+    case 'Unconfined':
+      return {
+        apparmor: { profileType: T.Unconfined, localhostRef: '' },
+        apparmorProfile: 'unconfined',
+      };
+    case 'Localhost': {
+      const name = profile.localhostProfile ?? '';
+      return {
+        apparmor: { profileType: T.Localhost, localhostRef: name },
+        apparmorProfile: `localhost/${name}`,
+      };
+    }
+    default:
+      return undefined;
+  }
+}
+
+function resources(
+  c: Container,
+  qos: QosClass,
+  hugePageSizes: readonly string[],
+): cri.LinuxContainerResources {
   const req = c.resources?.requests ?? {};
   const lim = c.resources?.limits ?? {};
   const cpuReq = req['cpu'] ?? lim['cpu'];
@@ -214,6 +255,7 @@ function resources(c: Container, qos: QosClass): cri.LinuxContainerResources {
     cpuQuota: BigInt(cpuQuota),
     memoryLimitInBytes: BigInt(memoryLimit),
     oomScoreAdj: BigInt(oomScoreAdj),
+    hugepageLimits: hugepageLimits(c, hugePageSizes),
   });
 }
 
@@ -224,7 +266,7 @@ export function containerConfig(
   imageRef: string,
   env: readonly cri.KeyValue[],
   mounts: readonly cri.Mount[],
-  seccomp: SeccompOptions = {},
+  options: ContainerConfigOptions = {},
   /** The container whose PID namespace to join (an ephemeral container's target). */
   pidTargetId?: string,
 ): cri.ContainerConfig {
@@ -248,7 +290,7 @@ export function containerConfig(
     stdinOnce: container.stdinOnce === true,
     tty: container.tty === true,
     linux: {
-      resources: resources(container, qosClassOf(pod)),
+      resources: resources(container, qosClassOf(pod), options.hugePageSizes?.() ?? []),
       securityContext: {
         privileged,
         namespaceOptions:
@@ -264,7 +306,8 @@ export function containerConfig(
           dropCapabilities: sc?.capabilities?.drop ?? [],
         },
         supplementalGroups: supplementalGroups(pod),
-        seccomp: seccompProfile(sc?.seccompProfile ?? podSc?.seccompProfile, seccomp),
+        seccomp: seccompProfile(sc?.seccompProfile ?? podSc?.seccompProfile, options),
+        ...appArmorFields(appArmorProfileOf(pod, container)),
         maskedPaths: privileged ? [] : MASKED_PATHS,
         readonlyPaths: privileged ? [] : READONLY_PATHS,
       },

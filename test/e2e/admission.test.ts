@@ -1,6 +1,7 @@
 /**
  * Pod admission and the active deadline on a berth node (issue #4 item 5): pods that do
- * not fit are rejected with upstream's reasons, other pods are unaffected.
+ * not fit, or ask for AppArmor (which this host lacks), are rejected with upstream's
+ * reasons; other pods are unaffected.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -118,6 +119,23 @@ describe('pod admission on berth (containerd 2.x)', () => {
       'PodOSNotSupported',
       /OS field doesn't match node OS/,
     );
+  });
+
+  test('AppArmor asked for on a host without it: AppArmor; Unconfined runs', async () => {
+    await expectRejected(
+      busyboxPod(cluster, 'apparmor-default', node, {
+        extraSpec: { securityContext: { appArmorProfile: { type: 'RuntimeDefault' } } },
+      }),
+      'AppArmor',
+      /^Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host$/,
+    );
+    await applyJson(
+      cluster,
+      busyboxPod(cluster, 'apparmor-unconfined', node, {
+        extraSpec: { securityContext: { appArmorProfile: { type: 'Unconfined' } } },
+      }),
+    );
+    await waitForPod(cluster, 'default', 'apparmor-unconfined', 'Running', isRunningAndReady);
   });
 
   test('activeDeadlineSeconds ends a running pod with DeadlineExceeded', async () => {

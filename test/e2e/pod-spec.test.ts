@@ -5,10 +5,11 @@
  * cgroup limits, termination messages, and bad input that must fail cleanly.
  */
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import { GrpcCriClient } from '../../src/cri/index.ts';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import {
@@ -16,6 +17,7 @@ import {
   busyboxPod,
   eventually,
   isRunningAndReady,
+  podEvents,
   waitForPod,
 } from '../harness/kube-helpers.ts';
 
@@ -206,6 +208,7 @@ describe('pod spec surface on berth (containerd 2.x)', () => {
       ),
     );
     assert.match(hosts, /# Entries added by HostAliases\.\n10\.1\.2\.3\tfoo\.local\tbar\.local/);
+    assert.equal((await sh('dns', 'hostname')).trim(), 'web-0');
     const resolv = await sh('dns', 'cat /etc/resolv.conf');
     assert.match(resolv, /nameserver 10\.96\.0\.10/);
     assert.match(resolv, /search default\.svc\.cluster\.local svc\.cluster\.local cluster\.local/);
@@ -230,6 +233,33 @@ describe('pod spec surface on berth (containerd 2.x)', () => {
     assert.doesNotMatch(none, /10\.96\.0\.10/);
     assert.match(none, /search example\.test/);
     assert.match(none, /ndots:2/);
+  });
+
+  test('setHostnameAsFQDN: the kernel hostname is the FQDN; one too long fails the sandbox', async () => {
+    await running(
+      pod('fqdn', {}, { hostname: 'web-1', subdomain: 'web', setHostnameAsFQDN: true }),
+    );
+    assert.equal((await sh('fqdn', 'hostname')).trim(), 'web-1.web.default.svc.cluster.local');
+    const long = 'a'.repeat(40);
+    const fqdn = `${long}.web.default.svc.cluster.local`;
+    await applyJson(cluster, pod(long, {}, { subdomain: 'web', setHostnameAsFQDN: true }));
+    const events = await eventually(
+      'FailedCreatePodSandBox for the long FQDN',
+      async () => {
+        const list = await podEvents(cluster, 'default', long);
+        return list.some((e) => e.reason === 'FailedCreatePodSandBox') ? list : undefined;
+      },
+      60_000,
+    );
+    assert.ok(
+      events.some(
+        (e) =>
+          e.message ===
+          `Failed to create pod sandbox: failed to construct FQDN from pod hostname and cluster domain, FQDN ${fqdn} is too long (64 characters is the max, ${fqdn.length} characters requested)`,
+      ),
+      JSON.stringify(events),
+    );
+    await kubectl(['delete', 'pod', long, '--wait=true', '--timeout=60s']);
   });
 
   test('a hostNetwork pod sees the host interfaces', async () => {
@@ -258,6 +288,36 @@ describe('pod spec surface on berth (containerd 2.x)', () => {
       String(48 * 1024 * 1024),
     );
     assert.equal((await sh('qos-g', 'cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us')).trim(), '25000');
+    // Every hugepage size of the host is limited (to 0: the container asked for none), as
+    // upstream. This host has no hugetlb controller, so containerd leaves the limits out
+    // of the OCI spec; the CRI config it keeps (verbose status) shows what berth sent.
+    const id = g.status?.containerStatuses?.[0]?.containerID?.replace(/^containerd:\/\//, '') ?? '';
+    const cri = new GrpcCriClient(cluster.runtime.socket);
+    let info: string;
+    try {
+      info =
+        (await cri.runtime.containerStatus({ containerId: id, verbose: true })).info['info'] ??
+        '{}';
+    } finally {
+      cri.close();
+    }
+    const sent = JSON.parse(info) as {
+      config?: {
+        linux?: { resources?: { hugepage_limits?: { page_size: string; limit?: number }[] } };
+      };
+    };
+    const sizes = (await readdir('/sys/kernel/mm/hugepages')).map((d) => {
+      const kib = Number(/^hugepages-(\d+)kB$/.exec(d)?.[1]);
+      return kib >= 1024 * 1024 ? `${kib / 1024 / 1024}GB` : `${kib / 1024}MB`;
+    });
+    assert.deepEqual(
+      (sent.config?.linux?.resources?.hugepage_limits ?? [])
+        .map((l) => ({ pageSize: l.page_size, limit: l.limit ?? 0 }))
+        .sort((x, y) => x.pageSize.localeCompare(y.pageSize)),
+      sizes
+        .map((pageSize) => ({ pageSize, limit: 0 }))
+        .sort((x, y) => x.pageSize.localeCompare(y.pageSize)),
+    );
     // On the host: the pod cgroups berth made under the QoS tiers.
     const root = cluster.state.cgroupRoot;
     const read = (c: string, path: string) =>
