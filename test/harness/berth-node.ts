@@ -43,8 +43,8 @@ export interface BerthNode {
   restart(): Promise<BerthNode>;
 }
 
-export const BERTH_MAIN = join(REPO_ROOT, 'src/cmd/berth.ts');
-export const NODE_BINARY = join(REPO_ROOT, 'node_modules/.bin/node');
+/** The launcher an operator runs (the pinned Node with berth's V8 heap settings). */
+export const BERTH_LAUNCHER = join(REPO_ROOT, 'bin/berth');
 
 export async function startBerth(
   cluster: Cluster,
@@ -97,7 +97,6 @@ export async function startBerth(
   );
   const logFile = join(dir, 'berth.log');
   const args = [
-    BERTH_MAIN,
     '--kubeconfig',
     bootstrap === undefined ? identity.kubeconfig : join(dir, 'kubelet.kubeconfig'),
     ...(bootstrap === undefined ? [] : ['--bootstrap-kubeconfig', bootstrapKubeconfig]),
@@ -118,7 +117,7 @@ export async function startBerth(
   const start = (): BerthNode => {
     const proc = ComponentProcess.start({
       name: `berth-${nodeName}`,
-      command: NODE_BINARY,
+      command: BERTH_LAUNCHER,
       args,
       logFile,
       detached: options.detached === true,
