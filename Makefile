@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench bench-probes
+.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench bench-probes bench-api
 
 all: test
 
@@ -55,3 +55,7 @@ bench: deps
 ## bench-probes: probe CPU, RSS and timing, berth vs the upstream kubelet, 100 pods for 5 min (BENCHMARKS.md)
 bench-probes: deps
 	@$(NODE) bench/probes.ts
+
+## bench-api: kubectl exec round trip, logs -f and port-forward throughput, berth vs the upstream kubelet (BENCHMARKS.md)
+bench-api: deps
+	@$(NODE) bench/api.ts

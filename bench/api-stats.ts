@@ -1,0 +1,85 @@
+/**
+ * Pure computations of the kubelet API benchmark (bench/api.ts): throughput, a stream
+ * scanner that finds an end marker split across chunks, and kubectl port-forward's
+ * "Forwarding from" line. Kept free of I/O so they are unit-tested without a cluster.
+ */
+
+const round1 = (v: number): number => Math.round(v * 10) / 10;
+const round3 = (v: number): number => Math.round(v * 1000) / 1000;
+
+/** MiB per second for `bytes` moved in `ms` milliseconds; null when no time passed. */
+export function mibPerSecond(bytes: number, ms: number): number | null {
+  if (!(ms > 0) || bytes < 0) return null;
+  return round1(bytes / 2 ** 20 / (ms / 1000));
+}
+
+/** Agent CPU milliseconds per unit (an operation, a MiB); null with no units. */
+export function cpuMsPer(cpuSeconds: number, units: number): number | null {
+  if (!(units > 0)) return null;
+  return round3((cpuSeconds * 1000) / units);
+}
+
+/**
+ * Counts the bytes of a stream and notices the first occurrence of `marker` in it, even
+ * when a chunk boundary cuts the marker in two (a pipe hands out 64 KiB pieces, the
+ * marker lands wherever the last one ends). `bytesBefore` is how many bytes precede it.
+ */
+export class MarkerScanner {
+  readonly #marker: Buffer;
+  #tail: Buffer = Buffer.alloc(0);
+  #bytes = 0;
+  #found: number | undefined;
+
+  constructor(marker: string) {
+    if (marker === '') throw new Error('Cannot scan for an empty marker');
+    this.#marker = Buffer.from(marker, 'utf8');
+  }
+
+  /** Feeds the next chunk; true once the marker has been seen (in this or an earlier chunk). */
+  push(chunk: Buffer): boolean {
+    if (this.#found === undefined) {
+      // Only the last marker-length-minus-one bytes can start a marker that this chunk ends.
+      const window = Buffer.concat([this.#tail, chunk]);
+      const at = window.indexOf(this.#marker);
+      if (at >= 0) {
+        this.#found = this.#bytes - this.#tail.length + at;
+      } else {
+        const keep = Math.min(window.length, this.#marker.length - 1);
+        this.#tail = Buffer.from(window.subarray(window.length - keep));
+      }
+    }
+    this.#bytes += chunk.length;
+    return this.#found !== undefined;
+  }
+
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Bytes before the marker's first byte; undefined while it has not been seen. */
+  get bytesBefore(): number | undefined {
+    return this.#found;
+  }
+}
+
+/**
+ * The local port kubectl port-forward listens on, from its "Forwarding from
+ * 127.0.0.1:PORT -> REMOTE" line; undefined until that line has been printed.
+ */
+export function forwardedPort(output: string): number | undefined {
+  const match = /Forwarding from 127\.0\.0\.1:(\d+) ->/.exec(output);
+  if (match?.[1] === undefined) return undefined;
+  const port = Number(match[1]);
+  return Number.isInteger(port) && port > 0 && port < 65536 ? port : undefined;
+}
+
+/** Parses a size such as `64Mi`, `512Ki`, `1Gi` or plain bytes into bytes. */
+export function parseBytes(text: string): number {
+  const match = /^(\d+)(Ki|Mi|Gi)?$/.exec(text.trim());
+  if (match?.[1] === undefined) {
+    throw new Error(`Cannot parse size ${text}: expected digits with an optional Ki, Mi or Gi`);
+  }
+  const unit =
+    match[2] === 'Gi' ? 2 ** 30 : match[2] === 'Mi' ? 2 ** 20 : match[2] === 'Ki' ? 1024 : 1;
+  return Number(match[1]) * unit;
+}

@@ -1,0 +1,382 @@
+/**
+ * The kubelet API path, side by side: each node agent on the same cluster (containerd
+ * 2.x), one after another, each as its own node, driven by the real kubectl through the
+ * real API server.
+ *
+ *   node_modules/.bin/node bench/api.ts [--execs 30] [--log-size 64Mi]
+ *                                       [--forward-size 64Mi] [--rounds 3]
+ *                                       [--agents berth,upstream] [--out file.json]
+ *
+ * Per agent: `kubectl exec -- true` `execs` times in a row (round trip p50/p99); per
+ * round, `kubectl logs -f` on a container that, once triggered, writes `log-size` of
+ * 100-byte lines and a marker (first byte of the follow, then throughput until the
+ * marker); per round, `kubectl port-forward` to busybox httpd and one GET of a
+ * `forward-size` file through it (throughput). The agent's CPU time per exec and per
+ * MiB is read from /proc around each phase. Writes JSON under bench/results/ and prints
+ * a markdown table.
+ */
+import { spawn } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { cpus, loadavg, release, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { format, resolveConfig } from 'prettier';
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import { pinnedVersions, REPO_ROOT } from '../test/harness/binaries.ts';
+import { startCluster, type Cluster } from '../test/harness/cluster.ts';
+import { run } from '../test/harness/exec.ts';
+import { AGENTS } from './agents.ts';
+import { cpuMsPer, forwardedPort, MarkerScanner, mibPerSecond, parseBytes } from './api-stats.ts';
+import { clearRuntime, prepareNamespace } from './cluster-prep.ts';
+import { KubeApi } from './kube-api.ts';
+import { cpuSeconds, summarize, type Summary } from './stats.ts';
+
+const NAMESPACE = 'berth-bench-api';
+const MARKER = 'BENCH-END-OF-LOG';
+
+interface Options {
+  readonly execs: number;
+  readonly logBytes: number;
+  readonly forwardBytes: number;
+  readonly rounds: number;
+  readonly agents: readonly string[];
+  readonly out: string | undefined;
+}
+
+interface AgentResult {
+  readonly agent: string;
+  readonly exec: Summary;
+  readonly execCpuMs: number | null;
+  readonly logsFirstByte: Summary;
+  readonly logsMiBps: readonly (number | null)[];
+  readonly logsCpuMsPerMiB: number | null;
+  readonly forwardMiBps: readonly (number | null)[];
+  readonly forwardCpuMsPerMiB: number | null;
+}
+
+const log = (message: string): void => {
+  console.error(`[bench] ${message}`);
+};
+
+function parseOptions(argv: readonly string[]): Options {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      execs: { type: 'string', default: '30' },
+      'log-size': { type: 'string', default: '64Mi' },
+      'forward-size': { type: 'string', default: '64Mi' },
+      rounds: { type: 'string', default: '3' },
+      agents: { type: 'string', default: 'berth,upstream' },
+      out: { type: 'string' },
+    },
+    strict: true,
+  });
+  const count = (name: string, text: string): number => {
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < 1)
+      throw new Error(`Cannot use --${name} ${text}: it must be an integer >= 1`);
+    return n;
+  };
+  const agents = values.agents.split(',').filter((a) => a !== '');
+  for (const a of agents)
+    if (AGENTS[a] === undefined)
+      throw new Error(`Cannot benchmark agent ${a}: known are ${Object.keys(AGENTS).join(', ')}`);
+  return {
+    execs: count('execs', values.execs),
+    logBytes: parseBytes(values['log-size']),
+    forwardBytes: parseBytes(values['forward-size']),
+    rounds: count('rounds', values.rounds),
+    agents,
+    out: values.out,
+  };
+}
+
+function pod(cluster: Cluster, name: string, node: string, script: string): Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NAMESPACE },
+    spec: {
+      nodeName: node,
+      automountServiceAccountToken: false,
+      terminationGracePeriodSeconds: 1,
+      containers: [
+        {
+          name: 'main',
+          image: cluster.images.busyboxLocal,
+          imagePullPolicy: 'Never',
+          command: ['sh', '-c', script],
+        },
+      ],
+    },
+  };
+}
+
+const kubectlArgs = (cluster: Cluster, args: readonly string[]): string[] => [
+  '--kubeconfig',
+  cluster.adminKubeconfig,
+  '-n',
+  NAMESPACE,
+  ...args,
+];
+
+interface Followed {
+  /** From the spawn of kubectl to its first stdout byte. */
+  readonly firstByteMs: number;
+  readonly scanner: MarkerScanner;
+  /** When each stdout chunk arrived (performance.now()) and the bytes before it. */
+  readonly chunks: readonly { readonly at: number; readonly offset: number }[];
+  readonly endMs: number;
+}
+
+/** Spawns kubectl; resolves once `MARKER` has been printed. */
+function follow(
+  cluster: Cluster,
+  args: readonly string[],
+  onFirstByte: () => void,
+): Promise<Followed> {
+  const child = spawn(cluster.bin.kubectl, kubectlArgs(cluster, args), {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const started = performance.now();
+  const scanner = new MarkerScanner(MARKER);
+  let firstByteMs = -1;
+  const chunks: { at: number; offset: number }[] = [];
+  return new Promise<Followed>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      const at = performance.now();
+      chunks.push({ at, offset: scanner.bytes });
+      if (firstByteMs < 0) {
+        firstByteMs = at - started;
+        onFirstByte();
+      }
+      if (scanner.push(chunk)) {
+        resolve({ firstByteMs, scanner, chunks, endMs: at });
+        child.kill('SIGTERM');
+      }
+    });
+    child.on('exit', (code) => {
+      reject(new Error(`kubectl ${args.join(' ')} exited (${String(code)}) before the marker`));
+    });
+  });
+}
+
+/** GETs http://127.0.0.1:port/big; the bytes and milliseconds it took. */
+function download(port: number): Promise<{ bytes: number; ms: number }> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const req = request({ host: '127.0.0.1', port, path: '/big' }, (res) => {
+      let bytes = 0;
+      res.on('data', (c: Buffer) => (bytes += c.length));
+      res.on('end', () => {
+        resolve({ bytes, ms: performance.now() - started });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function measure(cluster: Cluster, name: string, o: Options): Promise<AgentResult> {
+  const agent = AGENTS[name];
+  if (agent === undefined) throw new Error(`Cannot benchmark agent ${name}`);
+  const running = await agent.start(cluster, { maxPods: 10, log });
+  const pid = running.pid ?? 0;
+  const node = running.nodeName;
+  const cpu = () => cpuSeconds(pid);
+  try {
+    const logger = (r: number) =>
+      pod(
+        cluster,
+        `${name}-logs-${r}`,
+        node,
+        `echo ready; while [ ! -e /tmp/go ]; do sleep 0.05; done; ` +
+          `head -c ${o.logBytes} /dev/zero | tr '\\0' a | fold -w 99; echo ${MARKER}; sleep 3600`,
+      );
+    const pods = [
+      pod(cluster, `${name}-exec`, node, 'sleep 3600'),
+      pod(
+        cluster,
+        `${name}-web`,
+        node,
+        `mkdir -p /www; head -c ${o.forwardBytes} /dev/zero > /www/big; echo up; httpd -f -p 8080 -h /www`,
+      ),
+      ...Array.from({ length: o.rounds }, (_, r) => logger(r)),
+    ];
+    await run(cluster.bin.kubectl, kubectlArgs(cluster, ['apply', '-f', '-']), {
+      input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: pods }),
+    });
+    await run(
+      cluster.bin.kubectl,
+      kubectlArgs(cluster, ['wait', '--for=condition=Ready', 'pod', '--all', '--timeout=180s']),
+      { timeoutMs: 200_000 },
+    );
+    log(`${name}: ${o.execs} execs`);
+    const execMs: number[] = [];
+    const execCpu0 = await cpu();
+    for (let i = 0; i < o.execs; i++) {
+      const t = performance.now();
+      await run(cluster.bin.kubectl, kubectlArgs(cluster, ['exec', `${name}-exec`, '--', 'true']));
+      execMs.push(performance.now() - t);
+    }
+    const execCpu = (await cpu()) - execCpu0;
+    log(`${name}: ${o.rounds} log follows of ${o.logBytes} bytes`);
+    const firstBytes: number[] = [];
+    const logsMiBps: (number | null)[] = [];
+    const logsCpu0 = await cpu();
+    for (let r = 0; r < o.rounds; r++) {
+      const podName = `${name}-logs-${r}`;
+      let sawFirst: () => void = () => undefined;
+      const first = new Promise<void>((resolve) => (sawFirst = resolve));
+      const f = follow(cluster, ['logs', '-f', podName], () => {
+        sawFirst();
+      });
+      await first;
+      const trigger = performance.now();
+      await run(
+        cluster.bin.kubectl,
+        kubectlArgs(cluster, ['exec', podName, '--', 'touch', '/tmp/go']),
+      );
+      const { firstByteMs, scanner, chunks, endMs } = await f;
+      firstBytes.push(firstByteMs);
+      // From the first byte of the bulk (the first chunk after the trigger) to the marker,
+      // so the trigger's own exec round trip is not counted.
+      const bulk = chunks.find((c) => c.at > trigger) ?? { at: trigger, offset: 0 };
+      logsMiBps.push(mibPerSecond((scanner.bytesBefore ?? 0) - bulk.offset, endMs - bulk.at));
+    }
+    const logsCpu = (await cpu()) - logsCpu0;
+    log(`${name}: ${o.rounds} port-forward downloads of ${o.forwardBytes} bytes`);
+    const forwardMiBps: (number | null)[] = [];
+    const forwardCpu0 = await cpu();
+    for (let r = 0; r < o.rounds; r++) {
+      const child = spawn(
+        cluster.bin.kubectl,
+        kubectlArgs(cluster, ['port-forward', `pod/${name}-web`, ':8080']),
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      try {
+        const port = await new Promise<number>((resolve, reject) => {
+          let out = '';
+          child.stdout.on('data', (c: Buffer) => {
+            out += c.toString();
+            const p = forwardedPort(out);
+            if (p !== undefined) resolve(p);
+          });
+          child.on('exit', () => {
+            reject(new Error(`kubectl port-forward exited: ${out}`));
+          });
+        });
+        const got = await download(port);
+        if (got.bytes !== o.forwardBytes)
+          throw new Error(`port-forward moved ${got.bytes} bytes, not ${o.forwardBytes}`);
+        forwardMiBps.push(mibPerSecond(got.bytes, got.ms));
+      } finally {
+        child.kill('SIGTERM');
+      }
+    }
+    const forwardCpu = (await cpu()) - forwardCpu0;
+    const mib = (bytes: number) => (bytes * o.rounds) / 2 ** 20;
+    return {
+      agent: name,
+      exec: summarize(execMs),
+      execCpuMs: cpuMsPer(execCpu, o.execs),
+      logsFirstByte: summarize(firstBytes),
+      logsMiBps,
+      logsCpuMsPerMiB: cpuMsPer(logsCpu, mib(o.logBytes)),
+      forwardMiBps,
+      forwardCpuMsPerMiB: cpuMsPer(forwardCpu, mib(o.forwardBytes)),
+    };
+  } finally {
+    await run(
+      cluster.bin.kubectl,
+      kubectlArgs(cluster, [
+        'delete',
+        'pods',
+        '--all',
+        '--grace-period=0',
+        '--force',
+        '--wait=false',
+      ]),
+      { okCodes: [0, 1] },
+    );
+    await running.stop();
+  }
+}
+
+function table(results: readonly AgentResult[], o: Options): string {
+  const list = (xs: readonly (number | null)[]) => xs.map((x) => x ?? '—').join(' / ');
+  const rows = results.map((r) =>
+    [
+      r.agent,
+      `${r.exec.p50Ms} / ${r.exec.p99Ms}`,
+      r.execCpuMs ?? '—',
+      `${r.logsFirstByte.p50Ms} / ${r.logsFirstByte.maxMs}`,
+      list(r.logsMiBps),
+      r.logsCpuMsPerMiB ?? '—',
+      list(r.forwardMiBps),
+      r.forwardCpuMsPerMiB ?? '—',
+    ].join(' | '),
+  );
+  return [
+    `| agent | kubectl exec -- true p50 / p99 (ms, n=${o.execs}) | agent CPU per exec (ms) | logs -f first byte p50 / max (ms) | logs -f MiB/s per round | agent CPU per log MiB (ms) | port-forward MiB/s per round | agent CPU per forwarded MiB (ms) |`,
+    '| --- | --- | --- | --- | --- | --- | --- | --- |',
+    ...rows.map((r) => `| ${r} |`),
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions(process.argv.slice(2));
+  const runId = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').toLowerCase();
+  log(`run ${runId}: ${options.agents.join(', ')}`);
+  const loadAtStart = loadavg();
+  const cluster = await startCluster({ runtime: 'containerd2', log });
+  const api = await KubeApi.connect({
+    server: cluster.controlPlane.server,
+    caFile: cluster.pki.ca.cert,
+    certFile: cluster.pki.admin.cert,
+    keyFile: cluster.pki.admin.key,
+  });
+  try {
+    await prepareNamespace(api, NAMESPACE);
+    const results: AgentResult[] = [];
+    for (const name of options.agents) {
+      results.push(await measure(cluster, name, options));
+      const leftover = await clearRuntime(cluster);
+      if (leftover > 0) log(`${name} left ${leftover} sandboxes in the runtime`);
+    }
+    const versions = pinnedVersions();
+    const report = {
+      benchmark: 'api',
+      run: runId,
+      date: new Date().toISOString(),
+      machine: {
+        cpus: cpus().length,
+        memoryGiB: Math.round(totalmem() / 2 ** 30),
+        kernel: release(),
+        loadAverage: { atStart: loadAtStart, atEnd: loadavg() },
+      },
+      versions: {
+        kubernetes: versions['KUBERNETES_VERSION'],
+        containerd: versions['CONTAINERD_VERSION'],
+      },
+      options,
+      agents: results,
+    };
+    const out = options.out ?? join(REPO_ROOT, 'bench', 'results', `api-${runId}.json`);
+    await mkdir(join(out, '..'), { recursive: true });
+    const style = (await resolveConfig(out)) ?? {};
+    await writeFile(out, await format(JSON.stringify(report), { ...style, parser: 'json' }));
+    log(`results in ${out}`);
+    console.log(table(results, options));
+  } finally {
+    api.close();
+    await cluster.stop();
+    const leaks = await cluster.leaks();
+    if (leaks.length > 0) log(`teardown left:\n${leaks.join('\n')}`);
+  }
+}
+
+await main();
