@@ -194,6 +194,69 @@ describe('init containers, sidecars and security context on berth (containerd 2.
     );
   });
 
+  test('the security context holds on every start: first, after a crash, after a berth restart', async () => {
+    // Each start prints what the container runs as, so every run is checked from its own
+    // log, with no exec racing the exit.
+    const report =
+      'id; grep -E "^(NoNewPrivs|Seccomp|CapBnd):" /proc/self/status; ' +
+      'touch /rootfs-write 2>&1 || true; sleep 15; exit 3';
+    await applyJson(
+      cluster,
+      pod('secure-restarts', {
+        securityContext: {
+          runAsUser: 1000,
+          runAsGroup: 3000,
+          supplementalGroups: [4000],
+          seccompProfile: { type: 'RuntimeDefault' },
+        },
+        containers: [
+          {
+            name: 'main',
+            image: cluster.images.busyboxLocal,
+            imagePullPolicy: 'IfNotPresent',
+            command: ['sh', '-c', report],
+            securityContext: {
+              allowPrivilegeEscalation: false,
+              readOnlyRootFilesystem: true,
+              capabilities: { drop: ['ALL'], add: ['NET_BIND_SERVICE'] },
+            },
+          },
+        ],
+      }),
+    );
+    const facts = (log: string, run: string): void => {
+      assert.match(log, /uid=1000\b.*gid=3000\b.*\b4000\b/, run);
+      assert.match(log, /NoNewPrivs:\s+1/, run);
+      assert.match(log, /Seccomp:\s+2/, run);
+      assert.match(log, /CapBnd:\s+0000000000000400/, run);
+      assert.match(log, /Read-only file system/, run);
+    };
+    const restarts = (p: Pod) => p.status?.containerStatuses?.[0]?.restartCount ?? 0;
+    const runningAfter = (n: number) => (p: Pod) =>
+      restarts(p) > n && p.status?.containerStatuses?.[0]?.state?.running !== undefined;
+    const first = await waitForPod(
+      cluster,
+      'default',
+      'secure-restarts',
+      'restarted',
+      runningAfter(0),
+      90_000,
+    );
+    facts(await kubectl(['logs', 'secure-restarts', '--previous']), 'first start');
+    facts(await kubectl(['logs', 'secure-restarts']), 'after a crash');
+    berth = await berth.restart();
+    await waitForPod(
+      cluster,
+      'default',
+      'secure-restarts',
+      'restarted by the new berth',
+      runningAfter(restarts(first)),
+      120_000,
+    );
+    facts(await kubectl(['logs', 'secure-restarts']), 'after a berth restart');
+    await kubectl(['delete', 'pod', 'secure-restarts', '--wait=false']);
+  });
+
   test("kubectl debug adds an ephemeral container that sees the target's processes", async () => {
     await applyJson(cluster, pod('debuggee', {}));
     await waitForPod(cluster, 'default', 'debuggee', 'Running', isRunningAndReady);
