@@ -18,6 +18,7 @@ import { HttpKubeClient } from '../kube/http-client.ts';
 import { Kubelet, type KubeletOptions } from '../kubelet/kubelet.ts';
 import { logRotatePolicy } from '../logs/index.ts';
 import { KubeletMetrics } from '../metrics/registry.ts';
+import { nodeReserved } from '../nodestatus/build.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
 import { createLogger } from '../util/logger.ts';
@@ -177,6 +178,7 @@ async function main(argv: readonly string[]): Promise<number> {
       maxParallelImagePulls: k.serializeImagePulls ? 1 : (k.maxParallelImagePulls ?? 10),
       evictionMemoryBytes: reserve.memoryBytes,
       evictionNodefsFraction: reserve.nodefsFraction,
+      reserved: nodeReserved(k.kubeReserved, k.systemReserved),
       clusterDNS: k.clusterDNS,
       clusterDomain: k.clusterDomain ?? '',
       resolvConf: k.resolvConf,

@@ -24,6 +24,7 @@ import {
 } from '../logs/index.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { LeaseController } from '../nodelease/controller.ts';
+import type { NodeReserved } from '../nodestatus/build.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { hostAppArmorEnabled } from '../admission/apparmor.ts';
 import { NodeStatusManager } from '../nodestatus/manager.ts';
@@ -81,6 +82,8 @@ export interface KubeletOptions {
   readonly maxParallelImagePulls: number;
   readonly evictionMemoryBytes: number;
   readonly evictionNodefsFraction: number;
+  /** kubeReserved + systemReserved, held back from allocatable. */
+  readonly reserved?: NodeReserved;
   readonly clusterDNS: readonly string[];
   readonly clusterDomain: string;
   readonly resolvConf: string;
@@ -324,6 +327,7 @@ export class Kubelet {
       reportFrequencyMs: options.nodeStatusReportFrequencyMs,
       evictionMemoryBytes: options.evictionMemoryBytes,
       evictionNodefsFraction: options.evictionNodefsFraction,
+      ...(options.reserved !== undefined && { reserved: options.reserved }),
       healthProblems: () =>
         [this.pleg.healthProblem(), this.source.healthProblem()].filter((p) => p !== undefined),
     });

@@ -4,6 +4,7 @@
  * when it differs from what was last posted (heartbeat times aside).
  */
 import type { Node, NodeCondition, NodeStatus, Taint } from 'kubernetes-types/core/v1.js';
+import { milliCpu, parseQuantity } from '../util/quantity.ts';
 import { goArch, toKi, type HostCapacity, type HostSystemInfo } from './host-info.ts';
 
 /** The version berth reports: within the v1.37 skew window, marked as berth. */
@@ -22,9 +23,39 @@ export interface NodeStatusInput {
   readonly evictionMemoryBytes: number;
   /** Fraction of ephemeral storage held back by evictionHard nodefs.available. */
   readonly evictionNodefsFraction: number;
+  /** kubeReserved + systemReserved; absent: nothing reserved. */
+  readonly reserved?: NodeReserved;
   /** Why the node is not ready, or undefined when it is. */
   readonly notReadyReason: string | undefined;
   readonly now: Date;
+}
+
+/** What kubeReserved and systemReserved hold back together, per resource. */
+export interface NodeReserved {
+  readonly cpuMilli: number;
+  readonly memoryBytes: number;
+  readonly ephemeralStorageBytes: number;
+}
+
+/** kubeReserved and systemReserved (resource -> quantity, validated at load) summed. */
+export function nodeReserved(
+  ...reservations: readonly Readonly<Record<string, string>>[]
+): NodeReserved {
+  const sum = (resource: string, parse: (q: string) => number): number =>
+    reservations.reduce((total, r) => {
+      const q = r[resource];
+      return q === undefined ? total : total + parse(q);
+    }, 0);
+  return {
+    cpuMilli: sum('cpu', milliCpu),
+    memoryBytes: sum('memory', parseQuantity),
+    ephemeralStorageBytes: sum('ephemeral-storage', parseQuantity),
+  };
+}
+
+/** CPU as a Quantity prints it: whole cores plainly, anything else in millicores. */
+function cpuQuantity(milli: number): string {
+  return milli % 1000 === 0 ? String(milli / 1000) : `${milli}m`;
 }
 
 type ConditionSpec = Pick<NodeCondition, 'type' | 'status' | 'reason' | 'message'>;
@@ -98,12 +129,22 @@ export function buildNodeStatus(
   for (const [size, bytes] of Object.entries(c.hugepages))
     capacity[`hugepages-${size}`] = String(bytes);
   const hugeTotal = Object.values(c.hugepages).reduce((a, b) => a + b, 0);
+  const r = input.reserved ?? { cpuMilli: 0, memoryBytes: 0, ephemeralStorageBytes: 0 };
+  // Upstream: allocatable = capacity - kubeReserved - systemReserved - the hard eviction
+  // threshold (and, for memory, the huge pages), never below 0.
   const allocatable: Record<string, string> = {
     ...capacity,
-    // Upstream: allocatable = capacity - reserved - hard eviction threshold (and huge pages for memory).
-    memory: toKi(Math.max(0, c.memoryBytes - input.evictionMemoryBytes - hugeTotal)),
+    cpu: cpuQuantity(Math.max(0, c.cpu * 1000 - r.cpuMilli)),
+    memory: toKi(
+      Math.max(0, c.memoryBytes - r.memoryBytes - input.evictionMemoryBytes - hugeTotal),
+    ),
     'ephemeral-storage': String(
-      Math.floor(c.ephemeralStorageBytes * (1 - input.evictionNodefsFraction)),
+      Math.max(
+        0,
+        Math.floor(
+          c.ephemeralStorageBytes * (1 - input.evictionNodefsFraction) - r.ephemeralStorageBytes,
+        ),
+      ),
     ),
   };
   const now = apiTime(input.now);

@@ -12,7 +12,7 @@ import { retryDelay } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAbortError, isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
-import { buildNodeStatus, initialNode, statusFingerprint } from './build.ts';
+import { buildNodeStatus, initialNode, statusFingerprint, type NodeReserved } from './build.ts';
 import type { HostInfoProvider } from './host-info.ts';
 
 export interface NodeStatusManagerOptions {
@@ -33,6 +33,8 @@ export interface NodeStatusManagerOptions {
   readonly reportFrequencyMs: number;
   readonly evictionMemoryBytes: number;
   readonly evictionNodefsFraction: number;
+  /** kubeReserved + systemReserved (absent: none). */
+  readonly reserved?: NodeReserved;
   /** berth's own health: a message per failing check (PLEG, pod source, …). */
   readonly healthProblems: () => readonly string[];
 }
@@ -153,6 +155,7 @@ export class NodeStatusManager {
       kubeletPort: o.kubeletPort,
       evictionMemoryBytes: o.evictionMemoryBytes,
       evictionNodefsFraction: o.evictionNodefsFraction,
+      ...(o.reserved !== undefined && { reserved: o.reserved }),
       notReadyReason,
       now: new Date(o.clock.now()),
     });

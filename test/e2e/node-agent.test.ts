@@ -32,7 +32,15 @@ function suite(kind: RuntimeKind): void {
 
     before(async () => {
       cluster = await startCluster({ runtime: kind });
-      berth = await startBerth(cluster);
+      berth = await startBerth(cluster, {
+        extraConfig: [
+          'kubeReserved:',
+          '  cpu: 100m',
+          '  memory: 64Mi',
+          'systemReserved:',
+          '  cpu: 150m',
+        ],
+      });
       cri = new GrpcCriClient(cluster.runtime.socket);
     });
 
@@ -64,6 +72,12 @@ function suite(kind: RuntimeKind): void {
       assert.equal(ready.status?.capacity?.['memory'], `${memKi ?? ''}Ki`);
       assert.equal(ready.status?.capacity?.['pods'], '110');
       assert.ok(ready.status?.capacity?.['ephemeral-storage']);
+      // Allocatable: capacity - kubeReserved - systemReserved - evictionHard (100Mi).
+      assert.equal(ready.status?.allocatable?.['cpu'], `${cpus().length * 1000 - 250}m`);
+      assert.equal(
+        ready.status?.allocatable?.['memory'],
+        `${Number(memKi) - 64 * 1024 - 100 * 1024}Ki`,
+      );
       assert.equal(ready.metadata?.labels?.['kubernetes.io/hostname'], berth.nodeName);
       assert.equal(ready.metadata?.labels?.['kubernetes.io/os'], 'linux');
       assert.match(ready.status?.nodeInfo?.containerRuntimeVersion ?? '', /^containerd:\/\//);
