@@ -4,7 +4,6 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -14,8 +13,8 @@ import { FakeStatsProvider } from '../stats/fake.ts';
 import type { Summary } from '../stats/types.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
-import { recordingAuthorizer, selfSignedCertificate } from './testing.ts';
-import { KubeletServer, type KubeletServerOptions } from './server.ts';
+import { call, recordingAuthorizer, selfSignedCertificate, testServerOptions } from './testing.ts';
+import { KubeletServer } from './server.ts';
 
 const TIME = '2026-01-01T00:00:10.000Z';
 const SUMMARY: Summary = {
@@ -27,34 +26,6 @@ const SUMMARY: Summary = {
   },
   pods: [],
 };
-
-interface Reply {
-  readonly status: number;
-  readonly body: string;
-  readonly type: string | undefined;
-}
-
-function call(port: number, path: string, method = 'GET'): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: '127.0.0.1', port, path, method, rejectUnauthorized: false },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          resolve({
-            status: res.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString(),
-            type: res.headers['content-type'],
-          });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 describe('kubelet API monitoring routes', () => {
   let dir = '';
@@ -71,25 +42,9 @@ describe('kubelet API monitoring routes', () => {
     dir = await mkdtemp(join(tmpdir(), 'berth-server-'));
     await selfSignedCertificate(dir);
     const kube = recordingAuthorizer(asked, allowed);
-    const options: KubeletServerOptions = {
-      nodeName: 'node-a',
-      address: '127.0.0.1',
-      port: 0,
-      healthzAddress: '127.0.0.1',
-      healthzPort: 0,
-      tlsCertFile: join(dir, 'cert.pem'),
-      tlsPrivateKeyFile: join(dir, 'key.pem'),
-      clientCAFile: null,
-      webhookAuthentication: false,
-      authenticationCacheTTLMs: 0,
-      anonymous: true,
-      authorizationMode: 'Webhook',
-      authorizedTTLMs: 0,
-      unauthorizedTTLMs: 0,
-      podLogsDir: dir,
-      debuggingHandlers: true,
+    const options = testServerOptions(dir, {
       configz: { kind: 'KubeletConfiguration', apiVersion: 'kubelet.config.k8s.io/v1beta1' },
-    };
+    });
     server = new KubeletServer(options, {
       kube,
       cri: new FakeCriClient(),
@@ -160,7 +115,7 @@ describe('kubelet API monitoring routes', () => {
     assert.match(p.body, /^prober_probe_total\{probe_type="Liveness",result="failed",/m);
     assert.doesNotMatch(p.body, /kubelet_http/);
     assert.equal((await call(port, '/metrics/cadvisor')).status, 404);
-    assert.equal((await call(port, '/metrics', 'POST')).status, 405);
+    assert.equal((await call(port, '/metrics', { method: 'POST' })).status, 405);
   });
 
   test('/stats/summary serves the provider, with only_cpu_and_memory passed on', async () => {

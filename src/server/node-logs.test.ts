@@ -17,7 +17,7 @@ import { FakeCriClient } from '../cri/fake/index.ts';
 import { CONTAINER_NAME_LABEL, POD_UID_LABEL } from '../kuberuntime/labels.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
-import { recordingAuthorizer, selfSignedCertificate } from './testing.ts';
+import { recordingAuthorizer, selfSignedCertificate, testServerOptions } from './testing.ts';
 import { KubeletServer } from './server.ts';
 
 interface Reply {
@@ -92,34 +92,13 @@ describe('kubelet API /logs/ and /run', () => {
       return { stdout: `out:${cmd.join(',')}\n`, stderr: 'err\n' };
     });
     const kube = recordingAuthorizer(asked, allowed);
-    server = new KubeletServer(
-      {
-        nodeName: 'node-a',
-        address: '127.0.0.1',
-        port: 0,
-        healthzAddress: '127.0.0.1',
-        healthzPort: 0,
-        tlsCertFile: join(dir, 'cert.pem'),
-        tlsPrivateKeyFile: join(dir, 'key.pem'),
-        clientCAFile: null,
-        webhookAuthentication: false,
-        authenticationCacheTTLMs: 0,
-        anonymous: true,
-        authorizationMode: 'Webhook',
-        authorizedTTLMs: 0,
-        unauthorizedTTLMs: 0,
-        podLogsDir: dir,
-        debuggingHandlers: true,
-        nodeLogsDir: varLog,
-      },
-      {
-        kube,
-        cri: fake,
-        clock: new FakeClock(),
-        logger: new MemoryLogger(),
-        pods: () => new Map([['uid-1', POD]]),
-      },
-    );
+    server = new KubeletServer(testServerOptions(dir, { nodeLogsDir: varLog }), {
+      kube,
+      cri: fake,
+      clock: new FakeClock(),
+      logger: new MemoryLogger(),
+      pods: () => new Map([['uid-1', POD]]),
+    });
     await server.start();
     port = server.port;
   });
