@@ -28,7 +28,7 @@ import {
   type ClientCert,
 } from '../harness/kubelet-api-client.ts';
 import { fetchLocal, freePort } from '../harness/net.ts';
-import { makeLeaf } from '../harness/pki.ts';
+import { makeCa, makeLeaf } from '../harness/pki.ts';
 
 const IDLE_TIMEOUT_S = 8;
 
@@ -138,32 +138,9 @@ describe('kubelet API routes on containerd2', () => {
     const nobody = await certFor('nobody');
     const otherCaDir = join(cluster.root, 'other-ca');
     await mkdir(otherCaDir, { recursive: true });
-    await run('openssl', [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(otherCaDir, 'ca.key'),
-      '-out',
-      join(otherCaDir, 'ca.crt'),
-      '-subj',
-      '/CN=other-ca',
-      '-days',
-      '1',
-      '-addext',
-      'basicConstraints=critical,CA:TRUE',
-      '-addext',
-      'keyUsage=critical,keyCertSign',
-    ]);
+    const otherCa = await makeCa(otherCaDir, 'ca', 'other-ca');
     // Named as a member of system:masters, but from a CA berth does not trust.
-    const foreign = await certFor('admin', {
-      cert: join(otherCaDir, 'ca.crt'),
-      key: join(otherCaDir, 'ca.key'),
-    });
+    const foreign = await certFor('admin', otherCa);
     const call = (route: (typeof ROUTES)[number], client?: ClientCert) =>
       callBerth(port, ca, route.path, client, {}, route.method);
     for (const route of ROUTES) {

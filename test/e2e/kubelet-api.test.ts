@@ -20,7 +20,7 @@ import {
 } from '../harness/kube-helpers.ts';
 import { fetchLocal, freePort } from '../harness/net.ts';
 import { callBerth, openUpgrade, websocketHeaders } from '../harness/kubelet-api-client.ts';
-import { makeLeaf, type CertPair } from '../harness/pki.ts';
+import { makeCa, makeLeaf, type CertPair } from '../harness/pki.ts';
 
 describe('kubelet API on containerd2', () => {
   let cluster: Cluster;
@@ -249,28 +249,7 @@ describe('kubelet API on containerd2', () => {
   test('auth matrix: 401 / 403 / 200 and bad paths', async () => {
     const dir = join(cluster.root, 'test-pki');
     await mkdir(dir, { recursive: true });
-    await run('openssl', [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(dir, 'other-ca.key'),
-      '-out',
-      join(dir, 'other-ca.crt'),
-      '-subj',
-      '/CN=other-ca',
-      '-days',
-      '1',
-      '-addext',
-      'basicConstraints=critical,CA:TRUE',
-      '-addext',
-      'keyUsage=critical,keyCertSign',
-    ]);
-    const otherCa = { cert: join(dir, 'other-ca.crt'), key: join(dir, 'other-ca.key') };
+    const otherCa = await makeCa(dir, 'other-ca', 'other-ca');
     const foreign = await load(
       await makeLeaf(dir, otherCa, {
         name: 'foreign',

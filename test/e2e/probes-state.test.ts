@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
-import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import type { Pod } from 'kubernetes-types/core/v1.js';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import { run } from '../harness/exec.ts';
@@ -18,26 +18,12 @@ import {
   eventually,
   getJson,
   getPod,
+  probedPod,
   waitForPod,
 } from '../harness/kube-helpers.ts';
 import { fetchLocal } from '../harness/net.ts';
 
 const condition = (pod: Pod, type: string) => pod.status?.conditions?.find((c) => c.type === type);
-
-/** A busybox pod whose single container `main` gets `extra` (probes, ports). */
-function probedPod(
-  cluster: Cluster,
-  name: string,
-  node: string,
-  command: string[],
-  extra: Partial<Container>,
-  spec: Record<string, unknown> = {},
-): Pod {
-  const pod = busyboxPod(cluster, name, node, { command, extraSpec: spec });
-  const main = pod.spec?.containers[0];
-  assert.ok(main !== undefined);
-  return { ...pod, spec: { ...pod.spec, containers: [{ ...main, ...extra }] } };
-}
 
 /**
  * `kubectl get pods -w` over the default namespace in the background: every line it

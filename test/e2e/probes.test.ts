@@ -6,34 +6,20 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import type { Pod } from 'kubernetes-types/core/v1.js';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import {
   applyJson,
-  busyboxPod,
   eventually,
   getPod,
+  probedPod,
   podEvents,
   waitForPod,
 } from '../harness/kube-helpers.ts';
 
 const condition = (pod: Pod, type: string): string | undefined =>
   pod.status?.conditions?.find((c) => c.type === type)?.status;
-
-/** A busybox pod whose single container `main` gets `extra` (probes, ports). */
-function probedPod(
-  cluster: Cluster,
-  name: string,
-  node: string,
-  command: string[],
-  extra: Partial<Container>,
-): Pod {
-  const pod = busyboxPod(cluster, name, node, { command });
-  const main = pod.spec?.containers[0];
-  assert.ok(main !== undefined);
-  return { ...pod, spec: { ...pod.spec, containers: [{ ...main, ...extra }] } };
-}
 
 describe('probes on berth with containerd2', () => {
   let cluster: Cluster;

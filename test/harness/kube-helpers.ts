@@ -1,5 +1,5 @@
 /** Small kubectl-based helpers for end-to-end tests: apply, get JSON, wait for a condition. */
-import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from './cluster.ts';
 
@@ -165,4 +165,19 @@ export async function listPods(
     selector,
   ]);
   return list?.items ?? [];
+}
+
+/** A busybox pod whose single container `main` gets `extra` (probes, ports, hooks). */
+export function probedPod(
+  cluster: Cluster,
+  name: string,
+  node: string,
+  command: string[],
+  extra: Partial<Container>,
+  spec: Record<string, unknown> = {},
+): Pod {
+  const pod = busyboxPod(cluster, name, node, { command, extraSpec: spec });
+  const [main] = pod.spec?.containers ?? [];
+  if (main === undefined) throw new Error('busyboxPod made no container');
+  return { ...pod, spec: { ...pod.spec, containers: [{ ...main, ...extra }] } };
 }

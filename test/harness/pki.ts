@@ -104,7 +104,7 @@ export interface ClusterPkiOptions {
 }
 
 /** A self-signed CA certificate and key `<name>.crt`/`<name>.key` in `dir`. */
-async function makeCa(dir: string, name: string, commonName: string): Promise<CertPair> {
+export async function makeCa(dir: string, name: string, commonName: string): Promise<CertPair> {
   const ca: CertPair = { cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) };
   await run('openssl', [
     'req',
@@ -144,25 +144,7 @@ export async function createClusterPki(
   options: ClusterPkiOptions = {},
 ): Promise<ClusterPki> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const ca: CertPair = { cert: join(dir, 'ca.crt'), key: join(dir, 'ca.key') };
-  await run('openssl', [
-    'req',
-    '-x509',
-    ...EC,
-    '-keyout',
-    ca.key,
-    '-out',
-    ca.cert,
-    '-days',
-    '3650',
-    '-sha256',
-    '-subj',
-    '/CN=berth-cluster-ca',
-    '-addext',
-    'basicConstraints=critical,CA:TRUE',
-    '-addext',
-    'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
-  ]);
+  const ca = await makeCa(dir, 'ca', 'berth-cluster-ca');
   const localSans = ['IP:127.0.0.1', 'DNS:localhost'];
   const [apiserver, registry, admin, controllerManager, scheduler, kubeletClient, kubeProxy] =
     await Promise.all([
