@@ -114,7 +114,9 @@ describe('kubelet API monitoring routes', () => {
     const p = await call(port, '/metrics/probes');
     assert.match(p.body, /^prober_probe_total\{probe_type="Liveness",result="failed",/m);
     assert.doesNotMatch(p.body, /kubelet_http/);
-    assert.equal((await call(port, '/metrics/cadvisor')).status, 404);
+    const cadvisor = await call(port, '/metrics/cadvisor');
+    assert.equal(cadvisor.status, 200);
+    assert.match(cadvisor.body, /^machine_cpu_cores \d+$/m);
     assert.equal((await call(port, '/metrics', { method: 'POST' })).status, 405);
   });
 

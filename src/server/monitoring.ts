@@ -1,11 +1,13 @@
 /**
  * The kubelet API's monitoring routes: /healthz (ping, log, syncloop; `?verbose`,
  * `?exclude=`), /healthz/<check>, /metrics, /metrics/probes, /metrics/resource,
- * /stats/summary and /configz. Answers follow upstream byte for byte where clients
+ * /metrics/cadvisor, /stats/summary and /configz. Answers follow upstream byte for byte where clients
  * parse them (the healthz listing, Prometheus text, `{"kubeletconfig": ...}`).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { cpus, totalmem } from 'node:os';
 import type { KubeletMetrics } from '../metrics/registry.ts';
+import { renderCadvisorMetrics } from '../stats/cadvisor-metrics.ts';
 import { renderResourceMetrics } from '../stats/resource-metrics.ts';
 import type { StatsProvider, Summary } from '../stats/types.ts';
 import { isAbortError } from '../util/errors.ts';
@@ -65,10 +67,19 @@ export async function serveMonitoring(
     return true;
   }
   if (first === 'metrics' && rest.length === 0) {
-    if (second !== undefined && second !== 'probes' && second !== 'resource') return false;
+    if (second !== undefined && !['probes', 'resource', 'cadvisor'].includes(second)) return false;
     readOnly(req, route);
     if (second === 'resource') {
       await serveResourceMetrics(deps, res, signal);
+      return true;
+    }
+    if (second === 'cadvisor') {
+      if (deps.stats === undefined) throw new HttpError(404, '404 page not found');
+      const summary = await deps.stats.summary({ onlyCpuAndMemory: false, signal });
+      const machine = { cpuCores: cpus().length, memoryBytes: totalmem() };
+      res
+        .writeHead(200, { 'Content-Type': PROMETHEUS_TEXT })
+        .end(renderCadvisorMetrics(summary, machine));
       return true;
     }
     if (deps.metrics === undefined) throw new HttpError(404, '404 page not found');

@@ -7,7 +7,7 @@
  */
 import type { CPUStats, MemoryStats, Summary } from './types.ts';
 
-interface Family {
+export interface Family {
   readonly name: string;
   readonly help: string;
   readonly type: 'counter' | 'gauge';
@@ -23,7 +23,7 @@ function labels(l: Readonly<Record<string, string>>): string {
   return parts.length === 0 ? '' : `{${parts.join(',')}}`;
 }
 
-function sample(
+export function sample(
   f: Family,
   l: Readonly<Record<string, string>>,
   value: number,
@@ -33,7 +33,7 @@ function sample(
   f.samples.push(`${f.name}${labels(l)} ${String(value)}${Number.isNaN(ms) ? '' : ` ${ms}`}`);
 }
 
-function family(name: string, type: Family['type'], help: string): Family {
+export function family(name: string, type: Family['type'], help: string): Family {
   return { name, help, type, samples: [] };
 }
 
@@ -132,6 +132,11 @@ export function renderResourceMetrics(summary: Summary | undefined): string {
     scrapeError,
   ]
     .filter((f) => f.samples.length > 0)
-    .map((f) => `# HELP ${f.name} ${f.help}\n# TYPE ${f.name} ${f.type}\n${f.samples.join('\n')}\n`)
+    .map(renderFamily)
     .join('');
+}
+
+/** One family in the Prometheus text format: HELP, TYPE, then its samples. */
+export function renderFamily(f: Family): string {
+  return `# HELP ${f.name} ${f.help}\n# TYPE ${f.name} ${f.type}\n${f.samples.join('\n')}\n`;
 }
