@@ -88,7 +88,40 @@ export const berthAgent: Agent = {
 };
 
 /** Agents by the name `--agents` takes. */
+/** Agents started and not yet stopped, so an interrupted run can stop them first. */
+const running = new Set<RunningAgent>();
+
+/** `agent`, with what it starts tracked until it is stopped. */
+function tracked(agent: Agent): Agent {
+  return {
+    async start(cluster, options) {
+      const started = await agent.start(cluster, options);
+      const entry: RunningAgent = {
+        ...started,
+        stop: async () => {
+          running.delete(entry);
+          await started.stop();
+        },
+      };
+      running.add(entry);
+      return entry;
+    },
+  };
+}
+
+/**
+ * Stops every agent still running (an interrupted run). Before the cluster: an agent
+ * left running restarts its pods while the runtime is torn down under it.
+ */
+export async function stopRunningAgents(log: (message: string) => void): Promise<void> {
+  for (const agent of [...running]) {
+    await agent.stop().catch((err: unknown) => {
+      log(`stopping ${agent.nodeName}: ${String(err)}`);
+    });
+  }
+}
+
 export const AGENTS: Readonly<Record<string, Agent>> = {
-  upstream: upstreamAgent,
-  berth: berthAgent,
+  upstream: tracked(upstreamAgent),
+  berth: tracked(berthAgent),
 };

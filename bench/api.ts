@@ -27,7 +27,7 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import { pinnedVersions, REPO_ROOT } from '../test/harness/binaries.ts';
 import { startCluster, type Cluster } from '../test/harness/cluster.ts';
 import { run } from '../test/harness/exec.ts';
-import { AGENTS } from './agents.ts';
+import { AGENTS, stopRunningAgents } from './agents.ts';
 import { cpuMsPer, forwardedPort, MarkerScanner, mibPerSecond, parseBytes } from './api-stats.ts';
 import { clearRuntime, prepareNamespace } from './cluster-prep.ts';
 import { KubeApi } from './kube-api.ts';
@@ -333,6 +333,14 @@ async function main(): Promise<void> {
   log(`run ${runId}: ${options.agents.join(', ')}`);
   const loadAtStart = loadavg();
   const cluster = await startCluster({ runtime: 'containerd2', log });
+  const onSignal = (): void => {
+    log('interrupted: stopping the agents, then the cluster');
+    void stopRunningAgents(log)
+      .then(() => cluster.stop())
+      .finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   const api = await KubeApi.connect({
     server: cluster.controlPlane.server,
     caFile: cluster.pki.ca.cert,

@@ -22,7 +22,7 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import { GrpcCriClient } from '../src/cri/index.ts';
 import { pinnedVersions, REPO_ROOT } from '../test/harness/binaries.ts';
 import { startCluster, type Cluster } from '../test/harness/cluster.ts';
-import { AGENTS, type Agent } from './agents.ts';
+import { AGENTS, stopRunningAgents, type Agent } from './agents.ts';
 import { clearRuntime, prepareNamespace } from './cluster-prep.ts';
 import { observeContention, type Contention } from './contention.ts';
 import { runFloor, type FloorResult } from './floor.ts';
@@ -361,8 +361,10 @@ async function main(): Promise<void> {
   const onSignal = (): void => {
     if (signals.interrupted) return;
     signals.interrupted = true;
-    log('interrupted: tearing the cluster down');
-    void cluster.stop().finally(() => process.exit(130));
+    log('interrupted: stopping the agents, then the cluster');
+    void stopRunningAgents(log)
+      .then(() => cluster.stop())
+      .finally(() => process.exit(130));
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
