@@ -299,6 +299,34 @@ export async function cleanupKubeProxy(
     // here, and what matters (the KUBE-* chains) is checked by the leak check.
     log(`kube-proxy --cleanup exited ${res.exitCode}: ${res.stderr.trim().slice(-500)}`);
   }
+  if (res?.exitCode === LOCK_BUSY) return;
+  // --cleanup leaves the filter table's KUBE-FIREWALL (kube-proxy shares it with the
+  // kubelet, so it never deletes it): on a machine where no kubelet made it first, it is
+  // this proxy's and goes too, with the INPUT/OUTPUT jumps to it.
+  const before = new Set(state.chainsBefore);
+  for (const chain of await kubeChains()) {
+    if (before.has(chain)) continue;
+    await removeChain(chain).catch((err: unknown) => {
+      log(`removing ${chain}: ${String(err)}`);
+    });
+  }
+}
+
+/** Deletes "<family> <table> <chain>": every rule jumping to it, its rules, then it. */
+async function removeChain(chain: string): Promise<void> {
+  const [family, table, name] = chain.split(' ');
+  if (table === undefined || name === undefined) return;
+  const bin = family === 'ipv6' ? 'ip6tables' : 'iptables';
+  const { stdout } = await run(bin, ['-w', '5', '-t', table, '-S']);
+  for (const rule of stdout.split('\n')) {
+    if (!rule.startsWith('-A ') || !rule.endsWith(` -j ${name}`)) continue;
+    // Only plain jumps ("-A INPUT -j KUBE-FIREWALL") are undone: their words need no quoting.
+    const words = rule.slice(3).split(' ');
+    if (words.length !== 3) continue;
+    await run(bin, ['-w', '5', '-t', table, '-D', ...words]);
+  }
+  await run(bin, ['-w', '5', '-t', table, '-F', name]);
+  await run(bin, ['-w', '5', '-t', table, '-X', name]);
 }
 
 /** KUBE-* chains kube-proxy left behind, unless another cluster's kube-proxy owns them now. */
