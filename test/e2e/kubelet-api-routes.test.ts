@@ -42,6 +42,7 @@ const ROUTES: readonly { method: string; path: string; subresources: readonly st
   { method: 'GET', path: '/metrics', subresources: ['metrics'] },
   { method: 'GET', path: '/metrics/resource', subresources: ['metrics'] },
   { method: 'GET', path: '/metrics/probes', subresources: ['metrics'] },
+  { method: 'GET', path: '/metrics/cadvisor', subresources: ['metrics'] },
   { method: 'GET', path: '/logs/', subresources: ['log'] },
   { method: 'GET', path: '/containerLogs/default/app/main', subresources: ['proxy'] },
   { method: 'POST', path: '/run/default/app/main?cmd=echo%20ran', subresources: ['proxy'] },
@@ -227,6 +228,10 @@ describe('kubelet API routes on containerd2', () => {
     assert.match(
       (await get('/metrics')).body.toString(),
       /kubelet_http_requests_total\{[^}]*path="pods"[^}]*server_type="readonly"/,
+    );
+    assert.match(
+      (await get('/metrics/cadvisor')).body.toString(),
+      /^container_memory_working_set_bytes\{container="main",namespace="default",pod="app"\} \d+/m,
     );
     for (const [path, method] of [
       ['/containerLogs/default/app/main', 'GET'],
