@@ -16,21 +16,25 @@
  * a markdown table.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { format, resolveConfig } from 'prettier';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { pinnedVersions, REPO_ROOT } from '../test/harness/binaries.ts';
-import { startCluster, type Cluster } from '../test/harness/cluster.ts';
+import type { Cluster } from '../test/harness/cluster.ts';
 import { run } from '../test/harness/exec.ts';
-import { AGENTS, stopRunningAgents } from './agents.ts';
+import { AGENTS } from './agents.ts';
 import { cpuMsPer, forwardedPort, MarkerScanner, mibPerSecond, parseBytes } from './api-stats.ts';
-import { clearRuntime, prepareNamespace } from './cluster-prep.ts';
-import { KubeApi } from './kube-api.ts';
+import {
+  clearRuntime,
+  prepareNamespace,
+  runName,
+  startBenchCluster,
+  stopBenchCluster,
+  writeReport,
+} from './cluster-prep.ts';
 import { cpuSeconds, summarize, type Summary } from './stats.ts';
 
 const NAMESPACE = 'berth-bench-api';
@@ -329,24 +333,11 @@ function table(results: readonly AgentResult[], o: Options): string {
 
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
-  const runId = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').toLowerCase();
+  const runId = runName();
   log(`run ${runId}: ${options.agents.join(', ')}`);
   const loadAtStart = loadavg();
-  const cluster = await startCluster({ runtime: 'containerd2', log });
-  const onSignal = (): void => {
-    log('interrupted: stopping the agents, then the cluster');
-    void stopRunningAgents(log)
-      .then(() => cluster.stop())
-      .finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  const api = await KubeApi.connect({
-    server: cluster.controlPlane.server,
-    caFile: cluster.pki.ca.cert,
-    certFile: cluster.pki.admin.cert,
-    keyFile: cluster.pki.admin.key,
-  });
+  const bench = await startBenchCluster(log);
+  const { cluster, api } = bench;
   try {
     await prepareNamespace(api, NAMESPACE);
     const results: AgentResult[] = [];
@@ -374,16 +365,11 @@ async function main(): Promise<void> {
       agents: results,
     };
     const out = options.out ?? join(REPO_ROOT, 'bench', 'results', `api-${runId}.json`);
-    await mkdir(join(out, '..'), { recursive: true });
-    const style = (await resolveConfig(out)) ?? {};
-    await writeFile(out, await format(JSON.stringify(report), { ...style, parser: 'json' }));
+    await writeReport(out, report);
     log(`results in ${out}`);
     console.log(table(results, options));
   } finally {
-    api.close();
-    await cluster.stop();
-    const leaks = await cluster.leaks();
-    if (leaks.length > 0) log(`teardown left:\n${leaks.join('\n')}`);
+    await stopBenchCluster(bench, log);
   }
 }
 

@@ -1,8 +1,54 @@
-/** Set-up shared by the benchmarks: the namespace pods go to, and an empty runtime. */
+/**
+ * Set-up shared by the benchmarks: the cluster with its interrupt handling and an admin
+ * API client, the namespace pods go to, an empty runtime, and the run's name.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { format, resolveConfig } from 'prettier';
 import { GrpcCriClient } from '../src/cri/index.ts';
-import type { Cluster } from '../test/harness/cluster.ts';
-import { ApiError, type KubeApi } from './kube-api.ts';
+import { startCluster, type Cluster } from '../test/harness/cluster.ts';
+import { stopRunningAgents } from './agents.ts';
+import { ApiError, KubeApi } from './kube-api.ts';
+
+/** The run's name: the UTC start time, e.g. 20261203t103236. */
+export function runName(): string {
+  return new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').toLowerCase();
+}
+
+export interface BenchCluster {
+  readonly cluster: Cluster;
+  readonly api: KubeApi;
+  /** True once SIGINT/SIGTERM started tearing everything down (then leave it be). */
+  readonly interrupted: () => boolean;
+}
+
+/**
+ * Starts the benchmark cluster (containerd 2.x) and connects as admin. SIGINT/SIGTERM
+ * stop the agents still running first, then the cluster, then exit 130: an agent left
+ * running restarts its pods while the runtime is torn down under it.
+ */
+export async function startBenchCluster(log: (message: string) => void): Promise<BenchCluster> {
+  const cluster = await startCluster({ runtime: 'containerd2', log });
+  let interrupted = false;
+  const onSignal = (): void => {
+    if (interrupted) return;
+    interrupted = true;
+    log('interrupted: stopping the agents, then the cluster');
+    void stopRunningAgents(log)
+      .then(() => cluster.stop())
+      .finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const api = await KubeApi.connect({
+    server: cluster.controlPlane.server,
+    caFile: cluster.pki.ca.cert,
+    certFile: cluster.pki.admin.cert,
+    keyFile: cluster.pki.admin.key,
+  });
+  return { cluster, api, interrupted: () => interrupted };
+}
 
 /** Creates `namespace` and waits for its default service account (pods need it). */
 export async function prepareNamespace(api: KubeApi, namespace: string): Promise<void> {
@@ -42,4 +88,26 @@ export async function clearRuntime(cluster: Cluster): Promise<number> {
   } finally {
     client.close();
   }
+}
+
+/** Closes the client and tears the cluster down, unless an interrupt is doing that. */
+export async function stopBenchCluster(
+  bench: BenchCluster,
+  log: (message: string) => void,
+): Promise<void> {
+  bench.api.close();
+  if (bench.interrupted()) return;
+  await bench.cluster.stop();
+  const leaks = await bench.cluster.leaks();
+  if (leaks.length > 0) log(`teardown left:\n${leaks.join('\n')}`);
+}
+
+/**
+ * Writes a result file, formatted as the repository's prettier would, so a committed
+ * result passes `make lint`.
+ */
+export async function writeReport(out: string, report: unknown): Promise<void> {
+  await mkdir(dirname(out), { recursive: true });
+  const style = (await resolveConfig(out)) ?? {};
+  await writeFile(out, await format(JSON.stringify(report), { ...style, parser: 'json' }));
 }

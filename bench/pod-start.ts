@@ -11,22 +11,27 @@
  * (time until all are Running), with the agent's CPU seconds and peak RSS over the
  * batch. Writes the results as JSON under bench/results/ and prints a markdown table.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { format, resolveConfig } from 'prettier';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { GrpcCriClient } from '../src/cri/index.ts';
 import { pinnedVersions, REPO_ROOT } from '../test/harness/binaries.ts';
-import { startCluster, type Cluster } from '../test/harness/cluster.ts';
-import { AGENTS, stopRunningAgents, type Agent } from './agents.ts';
-import { clearRuntime, prepareNamespace } from './cluster-prep.ts';
+import type { Cluster } from '../test/harness/cluster.ts';
+import { AGENTS, type Agent } from './agents.ts';
+import {
+  clearRuntime,
+  prepareNamespace,
+  runName,
+  startBenchCluster,
+  stopBenchCluster,
+  writeReport,
+} from './cluster-prep.ts';
+import type { KubeApi } from './kube-api.ts';
 import { observeContention, type Contention } from './contention.ts';
 import { runFloor, type FloorResult } from './floor.ts';
-import { KubeApi } from './kube-api.ts';
 import { PodTracker } from './pod-tracker.ts';
 import {
   cpuSeconds,
@@ -352,28 +357,12 @@ function table(
 
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
-  const run = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').toLowerCase();
+  const run = runName();
   log(`run ${run}: ${options.agents.join(', ')}; ${options.reps} reps, batch ${options.batch}`);
   // Other work on the machine skews every number: the report says how busy it was.
   const loadAtStart = loadavg();
-  const cluster = await startCluster({ runtime: 'containerd2', log });
-  const signals = { interrupted: false };
-  const onSignal = (): void => {
-    if (signals.interrupted) return;
-    signals.interrupted = true;
-    log('interrupted: stopping the agents, then the cluster');
-    void stopRunningAgents(log)
-      .then(() => cluster.stop())
-      .finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  const api = await KubeApi.connect({
-    server: cluster.controlPlane.server,
-    caFile: cluster.pki.ca.cert,
-    certFile: cluster.pki.admin.cert,
-    keyFile: cluster.pki.admin.key,
-  });
+  const bench = await startBenchCluster(log);
+  const { cluster, api } = bench;
   try {
     const client = new GrpcCriClient(cluster.runtime.socket);
     const version = await client.runtime.version({ version: '0.1.0' }).finally(() => {
@@ -428,19 +417,11 @@ async function main(): Promise<void> {
       agents: results,
     };
     const out = options.out ?? join(REPO_ROOT, 'bench', 'results', `pod-start-${run}.json`);
-    await mkdir(join(out, '..'), { recursive: true });
-    // Formatted as the repository's prettier would, so a committed result passes `make lint`.
-    const style = (await resolveConfig(out)) ?? {};
-    await writeFile(out, await format(JSON.stringify(report), { ...style, parser: 'json' }));
+    await writeReport(out, report);
     log(`results in ${out}`);
     console.log(table(floor, results, options.batch));
   } finally {
-    api.close();
-    if (!signals.interrupted) {
-      await cluster.stop();
-      const leaks = await cluster.leaks();
-      if (leaks.length > 0) log(`teardown left:\n${leaks.join('\n')}`);
-    }
+    await stopBenchCluster(bench, log);
   }
 }
 
