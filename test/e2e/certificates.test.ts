@@ -89,8 +89,12 @@ describe('certificates: TLS bootstrap and rotation (containerd 2.x)', () => {
       }),
     );
     await waitForPod(cluster, 'default', 'talker', 'Running', isRunningAndReady, 90_000);
-    const serving = await certOf(join(berth.certDir, 'kubelet-server-current.pem'));
-    assert.ok(serving !== undefined, 'the serving CSR was approved and issued');
+    // The serving CSR is approved by a poller: the pod can be Running before it is issued.
+    const serving = await eventually(
+      'the serving CSR to be approved and issued',
+      () => certOf(join(berth.certDir, 'kubelet-server-current.pem')),
+      60_000,
+    );
     assert.match(serving.subjectAltName ?? '', /IP Address:127\.0\.0\.1/);
     // The apiserver runs with --kubelet-certificate-authority: this fails on a bad cert.
     const logs = await eventually('kubectl logs', async () => {
