@@ -6,13 +6,11 @@
  *
  * Stopping never kills pods: containers keep running and a restarted berth adopts them.
  */
-import { join } from 'node:path';
-import type { Pod, Taint } from 'kubernetes-types/core/v1.js';
+import type { Taint } from 'kubernetes-types/core/v1.js';
 import { AdmissionManager } from '../admission/manager.ts';
 import { PodCgroups } from '../cm/pod-cgroups.ts';
 import type { CgroupManager } from '../cm/types.ts';
 import type { CriClient } from '../cri/index.ts';
-import { podTarget } from '../events/targets.ts';
 import type { EventRecorder } from '../events/types.ts';
 import { ImageManager } from '../images/manager.ts';
 import type { KubeClient } from '../kube/types.ts';
@@ -33,13 +31,11 @@ import type { PodLifecycleEvent } from '../pleg/types.ts';
 import { ApiPodSource } from '../podsource/api-source.ts';
 import { PodWorkers } from '../podworkers/pod-workers.ts';
 import { ProberManager } from '../prober/manager.ts';
-import {
+import type {
   KubeletServer,
-  type KubeletServerOptions,
-  type ServingCertificateSource,
+  KubeletServerOptions,
+  ServingCertificateSource,
 } from '../server/server.ts';
-import { CriStatsProvider } from '../stats/cri-provider.ts';
-import { ProcHostStats } from '../stats/host.ts';
 import { StatusManager } from '../status/manager.ts';
 import { Backoff } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
@@ -47,7 +43,6 @@ import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 import type { Mounter } from '../volumes/mounter.ts';
 import { podObjectRefs } from '../volumes/sources/index.ts';
-import { podDnsConfig, readResolvConf } from './dns.ts';
 import { Housekeeping } from './housekeeping.ts';
 import {
   deleteRejectedPod,
@@ -62,6 +57,7 @@ import { PodEnvironment } from './pod-env.ts';
 import { ServiceLister } from './service-lister.ts';
 import { createVolumeStack, type VolumeStack } from './volume-stack.ts';
 import { PodSync } from './pod-sync.ts';
+import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
 
 export interface KubeletOptions {
@@ -207,7 +203,6 @@ export class Kubelet {
       maxParallelPulls: options.maxParallelImagePulls,
       ...(metrics !== undefined && { metrics }),
     });
-    const hostResolv = readResolvConf(options.resolvConf);
     this.prober = new ProberManager({
       runtime: cri.runtime,
       clock,
@@ -235,26 +230,12 @@ export class Kubelet {
         maxMs: 300_000,
         resetAfterMs: 600_000,
       }),
-      runtimeConfig: {
-        podLogsDir: options.podLogsDir,
-        cgroupRoot: options.cgroupRoot,
-        cgroupsPerQOS: options.cgroupsPerQOS,
-        nodeName: options.nodeName,
-        clusterDomain: options.clusterDomain,
-        dns: (pod: Pod) =>
-          podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain, (message) => {
-            recorder.event(podTarget(pod), 'Warning', 'DNSConfigForming', message);
-          }),
-        seccompProfileRoot: join(options.rootDir, 'seccomp'),
-        seccompDefault: options.seccompDefault ?? false,
-        hugePageSizes: () =>
-          Object.keys(this.nodeStatus.node?.status?.capacity ?? {}).filter((k) =>
-            k.startsWith('hugepages-'),
-          ),
-        ...(this.podCgroups !== undefined && {
-          cgroupParent: (pod: Pod) => this.podCgroups?.cgroupParent(pod) ?? '',
-        }),
-      },
+      runtimeConfig: runtimeConfigOf(
+        options,
+        recorder,
+        () => this.nodeStatus.node?.status?.capacity,
+        this.podCgroups,
+      ),
       runtimeName: () => this.#runtimeName,
       hostIPs: options.nodeIPs,
       prober: this.prober,
@@ -361,33 +342,18 @@ export class Kubelet {
       volumes: this.volumes.volumes,
       ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
     });
-    this.server =
-      options.server === undefined
-        ? undefined
-        : new KubeletServer(
-            { ...options.server, nodeName: options.nodeName, podLogsDir: options.podLogsDir },
-            {
-              kube,
-              cri,
-              clock,
-              logger: logger.child({ component: 'server' }),
-              pods: () => this.source.pods(),
-              ...(metrics !== undefined && { metrics }),
-              stats: new CriStatsProvider({
-                cri,
-                host: new ProcHostStats(),
-                clock,
-                logger: logger.child({ component: 'stats' }),
-                nodeName: options.nodeName,
-                rootDir: options.rootDir,
-                podLogsDir: options.podLogsDir,
-              }),
-              syncLoopHealth: () => this.#syncLoopHealth(),
-              ...(deps.servingCertificate !== undefined && {
-                certificate: deps.servingCertificate,
-              }),
-            },
-          );
+    this.server = kubeletServerOf(options, {
+      kube,
+      cri,
+      clock,
+      logger,
+      ...(metrics !== undefined && { metrics }),
+      ...(deps.servingCertificate !== undefined && {
+        servingCertificate: deps.servingCertificate,
+      }),
+      pods: () => this.source.pods(),
+      syncLoopHealth: () => this.#syncLoopHealth(),
+    });
   }
 
   get state(): KubeletState {

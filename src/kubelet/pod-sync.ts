@@ -3,7 +3,7 @@
  * CRI, following the plan from kuberuntime/plan.ts, then report status. Every CRI call
  * takes the worker's signal, so a sync is cancelled when termination begins.
  */
-import type { Container, Pod, Secret } from 'kubernetes-types/core/v1.js';
+import type { Pod, Secret } from 'kubernetes-types/core/v1.js';
 import { CriError, cri, type CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { ImageManager } from '../images/manager.ts';
@@ -18,13 +18,14 @@ import type { StatusManager } from '../status/manager.ts';
 import type { Backoff } from '../util/backoff.ts';
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { HandlerRunner } from '../lifecycle/handler.ts';
-import { runPostStart, stopContainerWithHooks, type StopDeps } from '../lifecycle/stop.ts';
+import { runPostStart, type StopDeps } from '../lifecycle/stop.ts';
 import type { ContainerLogManager } from '../logs/index.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { Clock } from '../util/clock.ts';
 import { VolumeError, type PodVolumes, type VolumeManager } from '../volumes/types.ts';
 import type { Logger } from '../util/logger.ts';
 import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
+import { createPodSandbox, killContainer, killPod, specContainer } from './pod-sandbox.ts';
 import type { RuntimeStatusReader } from './runtime-status.ts';
 import {
   startContainer,
@@ -67,19 +68,6 @@ export interface PodSyncOptions {
 
 function podRef(pod: Pod, container?: string): EventTarget {
   return container === undefined ? podTarget(pod) : containerTarget(pod, container);
-}
-
-function describe(err: unknown): string {
-  return err instanceof CriError ? err.details : err instanceof Error ? err.message : String(err);
-}
-
-function specContainer(pod: Pod, name: string): Container | undefined {
-  return [
-    ...(pod.spec?.initContainers ?? []),
-    ...(pod.spec?.containers ?? []),
-    // An ephemeral container is a Container without ports, probes or resources.
-    ...((pod.spec?.ephemeralContainers ?? []) as Container[]),
-  ].find((c) => c.name === name);
 }
 
 export class PodSync implements PodSyncer {
@@ -167,30 +155,8 @@ export class PodSync implements PodSyncer {
     return out;
   }
 
-  /** Upstream's killContainer: preStop within the grace period, then StopContainer. */
-  async #killContainer(
-    pod: Pod,
-    id: string,
-    name: string,
-    graceSeconds: number,
-    message: string,
-    signal: AbortSignal,
-  ): Promise<void> {
-    await stopContainerWithHooks(
-      this.#hooks,
-      {
-        pod,
-        container: specContainer(pod, name) ?? { name },
-        containerId: id,
-        gracePeriodSeconds: graceSeconds,
-        message,
-      },
-      signal,
-    );
-  }
-
   async syncPod(pod: Pod, signal: AbortSignal): Promise<SyncResult> {
-    const { cri: client, recorder, clock } = this.#o;
+    const { recorder, clock } = this.#o;
     const uid = pod.metadata?.uid ?? '';
     const waiting = new Map<string, WaitingReason>();
     this.#waiting.set(uid, waiting);
@@ -229,7 +195,9 @@ export class PodSync implements PodSyncer {
     const grace = pod.spec?.terminationGracePeriodSeconds ?? 30;
 
     if (plan.killPod) {
-      await this.#killPod(
+      await killPod(
+        this.#hooks,
+        this.#o.cri.runtime,
         pod,
         runtime,
         grace,
@@ -247,33 +215,17 @@ export class PodSync implements PodSyncer {
             ? spec?.startupProbe
             : undefined;
       const seconds = probe?.terminationGracePeriodSeconds ?? grace;
-      await this.#killContainer(pod, k.id, k.name, seconds, k.message, signal);
+      await killContainer(this.#hooks, pod, k, seconds, k.message, signal);
     }
     let sandboxId = plan.sandboxId;
     let sandbox: cri.PodSandboxConfig | undefined;
     if (plan.createSandbox) {
-      await this.#o.podCgroups?.ensurePod(pod);
-      try {
-        // Inside the try: a pod the config cannot be made for (an FQDN too long for
-        // the kernel) is reported as upstream does, as a failed sandbox creation.
-        sandbox = this.#sandboxConfig(pod, plan.attempt);
-        sandboxId = (
-          await client.runtime.runPodSandbox(
-            { config: sandbox, runtimeHandler: await this.#runtimeHandler(pod, signal) },
-            { signal },
-          )
-        ).podSandboxId;
-      } catch (err) {
-        if (signal.aborted) throw err;
-        recorder.event(
-          podRef(pod),
-          'Warning',
-          'FailedCreatePodSandBox',
-          `Failed to create pod sandbox: ${describe(err)}`,
-        );
+      const created = await createPodSandbox(this.#o, pod, plan.attempt, signal);
+      if (created === undefined) {
         this.#report(pod, runtime);
         return { requeueAfterMs: 10_000 };
       }
+      ({ id: sandboxId, config: sandbox } = created);
       await this.#o.pleg.relist(signal);
       runtime = await this.#runtimeStatus(pod, signal);
     }
@@ -281,7 +233,7 @@ export class PodSync implements PodSyncer {
       this.#report(pod, runtime);
       return {};
     }
-    sandbox ??= this.#sandboxConfig(pod, plan.attempt);
+    sandbox ??= sandboxConfig(pod, plan.attempt, this.#o.runtimeConfig);
     const starting =
       plan.ephemeralContainersToStart.length +
       plan.initContainersToStart.length +
@@ -347,7 +299,9 @@ export class PodSync implements PodSyncer {
     this.#o.recorder.event(podRef(pod), 'Normal', 'DeadlineExceeded', message);
     this.#failed.set(pod.metadata?.uid ?? '', { reason: 'DeadlineExceeded', message });
     const runtime = await this.#runtimeStatus(pod, signal);
-    await this.#killPod(
+    await killPod(
+      this.#hooks,
+      this.#o.cri.runtime,
       pod,
       runtime,
       pod.spec?.terminationGracePeriodSeconds ?? 30,
@@ -357,26 +311,6 @@ export class PodSync implements PodSyncer {
     await this.#o.pleg.relist(signal);
     this.#report(pod, await this.#runtimeStatus(pod, signal));
     return { terminal: true };
-  }
-
-  #sandboxConfig(pod: Pod, attempt: number): cri.PodSandboxConfig {
-    return sandboxConfig(pod, attempt, this.#o.runtimeConfig);
-  }
-
-  async #runtimeHandler(pod: Pod, signal: AbortSignal): Promise<string> {
-    const name = pod.spec?.runtimeClassName;
-    if (name === undefined || name === '') return '';
-    try {
-      const rc = await this.#o.kube.get<{ handler?: string }>(
-        { group: 'node.k8s.io', version: 'v1', resource: 'runtimeclasses' },
-        name,
-        { signal },
-      );
-      return rc.handler ?? '';
-    } catch (err) {
-      if (isNotFound(err)) throw new Error(`RuntimeClass "${name}" not found`, { cause: err });
-      throw err;
-    }
   }
 
   #startDeps(hostsFile: string): ContainerStartDeps {
@@ -398,44 +332,6 @@ export class PodSync implements PodSyncer {
     };
   }
 
-  async #killPod(
-    pod: Pod,
-    runtime: RuntimePodStatus,
-    graceSeconds: number,
-    reason: string | undefined,
-    signal: AbortSignal,
-  ): Promise<void> {
-    const running = runtime.containers.filter(
-      (c) => c.state === 'running' || c.state === 'created' || c.state === 'unknown',
-    );
-    // Sidecars (restartable init containers) outlive the app containers and stop last,
-    // in reverse order, within what is left of the grace period (upstream's order).
-    const sidecars = (pod.spec?.initContainers ?? [])
-      .filter((c) => c.restartPolicy === 'Always')
-      .map((c) => c.name);
-    const started = this.#o.clock.now();
-    const kill = (c: (typeof running)[number], seconds: number): Promise<void> =>
-      this.#killContainer(
-        pod,
-        c.id,
-        c.name,
-        seconds,
-        reason ?? `Stopping container ${c.name}`,
-        signal,
-      );
-    await Promise.all(
-      running.filter((c) => !sidecars.includes(c.name)).map((c) => kill(c, graceSeconds)),
-    );
-    for (const name of [...sidecars].reverse()) {
-      const left = Math.max(2, graceSeconds - Math.ceil((this.#o.clock.now() - started) / 1000));
-      await Promise.all(running.filter((c) => c.name === name).map((c) => kill(c, left)));
-    }
-    for (const s of runtime.sandboxes) {
-      if (s.state === 'ready')
-        await this.#o.cri.runtime.stopPodSandbox({ podSandboxId: s.id }, { signal });
-    }
-  }
-
   async syncTerminatingPod(
     pod: Pod,
     gracePeriodSeconds: number,
@@ -445,7 +341,15 @@ export class PodSync implements PodSyncer {
     this.#o.prober?.removePod(pod.metadata?.uid ?? '');
     await this.#o.pleg.relist(signal);
     const runtime = await this.#runtimeStatus(pod, signal);
-    await this.#killPod(pod, runtime, gracePeriodSeconds, undefined, signal);
+    await killPod(
+      this.#hooks,
+      this.#o.cri.runtime,
+      pod,
+      runtime,
+      gracePeriodSeconds,
+      undefined,
+      signal,
+    );
     await this.#o.pleg.relist(signal);
     this.#report(pod, await this.#runtimeStatus(pod, signal), { terminating: true });
   }

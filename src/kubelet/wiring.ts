@@ -1,0 +1,92 @@
+/**
+ * The parts of the composition root that only translate the kubelet's options into a
+ * manager's: the CRI runtime config (DNS, seccomp, hugepages, cgroup parent) and the
+ * kubelet API server with its stats provider. Kept apart from kubelet.ts so the root
+ * reads as the list of managers and their order.
+ */
+import { join } from 'node:path';
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { PodCgroups } from '../cm/pod-cgroups.ts';
+import type { CriClient } from '../cri/index.ts';
+import { podTarget } from '../events/targets.ts';
+import type { EventRecorder } from '../events/types.ts';
+import type { KubeClient } from '../kube/types.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
+import { KubeletServer, type ServingCertificateSource } from '../server/server.ts';
+import { CriStatsProvider } from '../stats/cri-provider.ts';
+import { ProcHostStats } from '../stats/host.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+import { podDnsConfig, readResolvConf } from './dns.ts';
+import type { KubeletOptions } from './kubelet.ts';
+import type { RuntimeConfigOptions } from './runtime-config.ts';
+
+/** The runtime config PodSync builds CRI sandbox and container configs with. */
+export function runtimeConfigOf(
+  options: KubeletOptions,
+  recorder: EventRecorder,
+  nodeCapacity: () => Readonly<Record<string, string>> | undefined,
+  podCgroups: PodCgroups | undefined,
+): RuntimeConfigOptions {
+  const hostResolv = readResolvConf(options.resolvConf);
+  return {
+    podLogsDir: options.podLogsDir,
+    cgroupRoot: options.cgroupRoot,
+    cgroupsPerQOS: options.cgroupsPerQOS,
+    nodeName: options.nodeName,
+    clusterDomain: options.clusterDomain,
+    dns: (pod: Pod) =>
+      podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain, (message) => {
+        recorder.event(podTarget(pod), 'Warning', 'DNSConfigForming', message);
+      }),
+    seccompProfileRoot: join(options.rootDir, 'seccomp'),
+    seccompDefault: options.seccompDefault ?? false,
+    hugePageSizes: () =>
+      Object.keys(nodeCapacity() ?? {}).filter((k) => k.startsWith('hugepages-')),
+    ...(podCgroups !== undefined && {
+      cgroupParent: (pod: Pod) => podCgroups.cgroupParent(pod),
+    }),
+  };
+}
+
+export interface ServerWiring {
+  readonly kube: KubeClient;
+  readonly cri: CriClient;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics?: KubeletMetrics;
+  readonly servingCertificate?: ServingCertificateSource;
+  readonly pods: () => ReadonlyMap<string, Pod>;
+  readonly syncLoopHealth: () => string | undefined;
+}
+
+/** The kubelet API (:10250 and healthz), or undefined when the server is turned off. */
+export function kubeletServerOf(
+  options: KubeletOptions,
+  w: ServerWiring,
+): KubeletServer | undefined {
+  if (options.server === undefined) return undefined;
+  const { kube, cri, clock, logger, metrics } = w;
+  return new KubeletServer(
+    { ...options.server, nodeName: options.nodeName, podLogsDir: options.podLogsDir },
+    {
+      kube,
+      cri,
+      clock,
+      logger: logger.child({ component: 'server' }),
+      pods: w.pods,
+      ...(metrics !== undefined && { metrics }),
+      stats: new CriStatsProvider({
+        cri,
+        host: new ProcHostStats(),
+        clock,
+        logger: logger.child({ component: 'stats' }),
+        nodeName: options.nodeName,
+        rootDir: options.rootDir,
+        podLogsDir: options.podLogsDir,
+      }),
+      syncLoopHealth: w.syncLoopHealth,
+      ...(w.servingCertificate !== undefined && { certificate: w.servingCertificate }),
+    },
+  );
+}
