@@ -10,7 +10,7 @@
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import type { cri } from '../cri/index.ts';
-import { CriLogParser } from '../server/logs.ts';
+import { CriLogParser, lineContent } from '../server/logs.ts';
 import { parseContainerAnnotations } from './labels.ts';
 
 /** Upstream's MaxContainerTerminationMessageLength. */
@@ -48,7 +48,8 @@ export async function logTail(path: string, lines: number, bytes: number): Promi
       data = nl < 0 ? Buffer.alloc(0) : data.subarray(nl + 1);
     }
     const parsed = new CriLogParser().push(data);
-    const text = Buffer.concat(parsed.slice(-lines).map((l) => l.content));
+    const newline = Buffer.from('\n');
+    const text = Buffer.concat(parsed.slice(-lines).flatMap((l) => [lineContent(l), newline]));
     return text.subarray(Math.max(0, text.length - bytes)).toString('utf8');
   } finally {
     await fh.close();

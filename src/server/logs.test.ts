@@ -94,6 +94,38 @@ describe('container logs across rotation', () => {
     assert.equal(await read(log, { limitBytes: 14 }), 'line0\nline1\nli');
   });
 
+  test('a log larger than one write batch comes out whole, cut exactly at limitBytes', async () => {
+    // 5000 lines of ~60 bytes cross the 64 KiB write batch several times; one is split
+    // into three fragments.
+    const d = await mkdtemp(join(dir, 'batch-'));
+    const log = join(d, '0.log');
+    const body = 'x'.repeat(50);
+    let file = '';
+    let want = '';
+    let stamped = '';
+    for (let n = 0; n < 5000; n++) {
+      const ts = `2026-01-01T00:00:00.${String(n).padStart(9, '0')}Z`;
+      if (n === 2500) {
+        file += `${ts} stdout P ${n}a\n${ts} stderr P b\n${ts} stdout F c${body}\n`;
+        want += `${n}abc${body}\n`;
+        stamped += `${ts} ${n}abc${body}\n`;
+        continue;
+      }
+      file += `${ts} stdout F ${n}${body}\n`;
+      want += `${n}${body}\n`;
+      stamped += `${ts} ${n}${body}\n`;
+    }
+    await writeFile(log, file);
+    assert.equal(await read(log, {}), want);
+    assert.equal(await read(log, { timestamps: true }), stamped);
+    assert.equal(await read(log, { limitBytes: 100_001 }), want.slice(0, 100_001));
+    assert.equal(
+      await read(log, { timestamps: true, limitBytes: 200_003 }),
+      stamped.slice(0, 200_003),
+    );
+    assert.equal(await read(log, { tailLines: 2501 }), want.split('\n').slice(2499).join('\n'));
+  });
+
   test('a symlinked rotated file is not read', async () => {
     const d = await mkdtemp(join(dir, 'link-'));
     const log = join(d, '0.log');

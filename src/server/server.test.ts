@@ -15,7 +15,7 @@ import {
   type UserInfo,
 } from './auth.ts';
 import { HttpError, parseLogOptions, parseTarget } from './handlers.ts';
-import { CriLogParser, streamLogs, type LogOptions } from './logs.ts';
+import { CriLogParser, lineContent, lineTimestamp, streamLogs, type LogOptions } from './logs.ts';
 
 const LOG = [
   '2026-01-01T00:00:01.000000001Z stdout F one',
@@ -56,11 +56,11 @@ describe('CRI log files', () => {
     const p = new CriLogParser();
     const lines = [...p.push(Buffer.from(LOG.slice(0, 50))), ...p.push(Buffer.from(LOG.slice(50)))];
     assert.deepEqual(
-      lines.map((l) => [l.timestamp, l.content.toString()]),
+      lines.map((l) => [lineTimestamp(l), lineContent(l).toString()]),
       [
-        ['2026-01-01T00:00:01.000000001Z', 'one\n'],
-        ['2026-01-01T00:00:02.000000000Z', 'two\n'],
-        ['2026-01-01T00:00:03.123456789Z', 'three\n'],
+        ['2026-01-01T00:00:01.000000001Z', 'one'],
+        ['2026-01-01T00:00:02.000000000Z', 'two'],
+        ['2026-01-01T00:00:03.123456789Z', 'three'],
       ],
     );
   });

@@ -43,8 +43,12 @@ export interface BerthNode {
   restart(): Promise<BerthNode>;
 }
 
-/** The launcher an operator runs (the pinned Node with berth's V8 heap settings). */
-export const BERTH_LAUNCHER = join(REPO_ROOT, 'bin/berth');
+/**
+ * The launcher an operator runs (the pinned Node with berth's V8 heap settings).
+ * BERTH_LAUNCHER in the environment replaces it, e.g. with one that adds --cpu-prof
+ * to profile berth inside a benchmark.
+ */
+export const BERTH_LAUNCHER = process.env['BERTH_LAUNCHER'] ?? join(REPO_ROOT, 'bin/berth');
 
 export async function startBerth(
   cluster: Cluster,
