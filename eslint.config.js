@@ -2,7 +2,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'src/cri/gen/**', '.demo/**', '.cache/**'] },
+  { ignores: ['node_modules/**', 'src/cri/gen/**', '.demo/**', '.cache/**', '.build/**', '.build.tmp-*/**'] },
   ...tseslint.configs.strictTypeChecked,
   {
     languageOptions: {

@@ -6,6 +6,7 @@
 #   3. Node 24 via npm (the `node` package pinned in package.json), npm ci
 #   4. Kubernetes, etcd, containerd 2.x from the Go module proxy (hack/build-go.sh)
 #   5. The test images (hack/images/build.ts)
+#   6. berth's sources with types stripped, for bin/berth (hack/build-js.ts)
 . "$(dirname "$0")/lib.sh"
 cd "$BERTH_ROOT"
 
@@ -73,4 +74,6 @@ log "deps: Node $(node_modules/.bin/node --version) (pinned), system node $(node
 "$BERTH_ROOT/hack/build-go.sh"
 log "deps: building test images"
 node_modules/.bin/node hack/images/build.ts >/dev/null
+log "deps: berth as JavaScript (hack/build-js.ts)"
+node_modules/.bin/node --no-warnings=ExperimentalWarning hack/build-js.ts >/dev/null || die "hack/build-js.ts failed; see its error above."
 log "deps: ready"
