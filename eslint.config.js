@@ -2,7 +2,16 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'src/cri/gen/**', '.demo/**', '.cache/**', '.build/**', '.build.tmp-*/**'] },
+  {
+    ignores: [
+      'node_modules/**',
+      'src/cri/gen/**',
+      '.demo/**',
+      '.cache/**',
+      '.build/**',
+      '.build.tmp-*/**',
+    ],
+  },
   ...tseslint.configs.strictTypeChecked,
   {
     languageOptions: {
