@@ -269,10 +269,10 @@ describe('HttpKubeClient over HTTP', () => {
   test('requests reuse one keep-alive connection and leave no abort listeners', async () => {
     const controller = new AbortController();
     for (let i = 0; i < 30; i++) await client.get(cms, 'a', { signal: controller.signal });
-    // undici's pool may open a second socket while the first one is still being
+    // The pool may open a second socket while the first one is still being
     // released, but never one per request.
     assert.ok(connections <= 2, `${connections} connections for 30 requests`);
-    // undici drops its listener when the body closes, a tick after json() resolves.
+    // The abort listener goes when the body closes, a tick after json() resolves.
     assert.ok(getEventListeners(controller.signal, 'abort').length <= 1);
     await new Promise((r) => setImmediate(r));
     assert.equal(getEventListeners(controller.signal, 'abort').length, 0);

@@ -1,7 +1,8 @@
 /**
- * `HttpKubeClient`: the real `KubeClient`, a thin JSON client over undici.
+ * `HttpKubeClient`: the real `KubeClient`, a thin JSON client over node's http/https
+ * (transport.ts says why not undici).
  *
- * - One long-lived undici Agent per credential set, so requests reuse keep-alive
+ * - One long-lived keep-alive Agent per credential set, so requests reuse
  *   connections instead of paying a TLS handshake each. `setCredentials` (or `reload`
  *   from the kubeconfig) swaps in a new Agent when the TLS material changes; the old
  *   one finishes its in-flight requests (watches included, up to `drainTimeoutMs`) and
@@ -11,10 +12,10 @@
  * - Errors: an answer other than 2xx becomes `KubeApiError` from its metav1.Status;
  *   a transport failure is status 0, reason Unknown, with the cause. Aborting through
  *   the caller's signal rejects with the signal's reason (a watch just ends).
- * - Watches ask for bookmarks and a server-side timeout, and disable undici's body
- *   timeout: a quiet watch is normal, and the reflector's stall timer covers dead ones.
+ * - Watches ask for bookmarks and a server-side timeout, and have no body timeout: a
+ *   quiet watch is normal, and the reflector's stall timer covers dead ones.
  */
-import { Agent, type Dispatcher } from 'undici';
+import type { IncomingMessage } from 'node:http';
 import type { Clock } from '../util/clock.ts';
 import { systemClock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
@@ -23,6 +24,7 @@ import { loadKubeconfig, type KubeCredentials } from './kubeconfig.ts';
 import { lines, parseEvent } from './watch-stream.ts';
 import { queryString, resourceUrlPath } from './paths.ts';
 import { TokenBucket } from './rate-limiter.ts';
+import { drain, Endpoint, readText } from './transport.ts';
 import { errorFromStatus, isStatus, statusFromWatchError } from './status.ts';
 import {
   KubeApiError,
@@ -80,21 +82,18 @@ export interface HttpKubeClientOptions {
   readonly watchHeadersTimeoutMs?: number;
   /** How long a retired Agent may keep serving in-flight requests (default 10 min). */
   readonly drainTimeoutMs?: number;
-  /** Negotiate HTTP/2 when the server offers it (default false: one connection per concurrent request). */
-  readonly allowH2?: boolean;
 }
 
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
 interface Connection {
-  readonly agent: Agent;
-  readonly origin: string;
-  /** Path prefix of the server URL ('' normally). */
-  readonly prefix: string;
+  readonly endpoint: Endpoint;
   readonly tlsKey: string;
   authorization: string | undefined;
 }
 
 interface Sent {
-  readonly res: Dispatcher.ResponseData;
+  readonly res: IncomingMessage;
   /** "GET /api/v1/…", the prefix of error messages. */
   readonly context: string;
 }
@@ -125,7 +124,7 @@ function errorText(err: unknown): string {
   return String(err);
 }
 
-/** The real `KubeClient` over undici (see the top of this file). */
+/** The real `KubeClient` over node's http/https (see the top of this file). */
 export class HttpKubeClient implements KubeClient {
   readonly #options: HttpKubeClientOptions;
   readonly #clock: Clock;
@@ -135,9 +134,9 @@ export class HttpKubeClient implements KubeClient {
   #credentials: KubeCredentials;
   #connection: Connection | undefined;
   readonly #retiring = new Set<Promise<void>>();
-  readonly #retiringAgents = new Set<Agent>();
+  readonly #retiringEndpoints = new Set<Endpoint>();
   /** Bodies of running watches: close() ends them, as they would hold an Agent open for minutes. */
-  readonly #watches = new Set<Dispatcher.ResponseData['body']>();
+  readonly #watches = new Set<IncomingMessage>();
   #closed = false;
 
   constructor(options: HttpKubeClientOptions) {
@@ -188,7 +187,7 @@ export class HttpKubeClient implements KubeClient {
       return false;
     }
     this.#connection = undefined;
-    this.#retire(previous.agent);
+    this.#retire(previous.endpoint);
     this.#options.logger?.info('Kubernetes API credentials rotated, new connections', {
       server: credentials.server,
     });
@@ -211,56 +210,36 @@ export class HttpKubeClient implements KubeClient {
     return this.setCredentials(credentials);
   }
 
-  #retire(agent: Agent): void {
+  #retire(endpoint: Endpoint): void {
     const done = new AbortController();
     const drainMs = this.#options.drainTimeoutMs ?? 600_000;
     const retire = (async () => {
-      const timer = this.#clock.sleep(drainMs, done.signal).then(
-        () => 'timeout' as const,
-        () => 'closed' as const,
-      );
-      const closed = agent.close().then(
-        () => 'closed' as const,
-        () => 'closed' as const,
-      );
-      const first = await Promise.race([closed, timer]);
+      // Whichever comes first: the last in-flight request ends, or the drain time is up.
+      const timer = this.#clock.sleep(drainMs, done.signal).catch(() => undefined);
+      await Promise.race([endpoint.idle(), timer]);
       done.abort();
-      if (first === 'timeout') await agent.destroy().catch(() => undefined);
+      endpoint.destroy();
     })();
     this.#retiring.add(retire);
-    this.#retiringAgents.add(agent);
+    this.#retiringEndpoints.add(endpoint);
     void retire.finally(() => {
       this.#retiring.delete(retire);
-      this.#retiringAgents.delete(agent);
+      this.#retiringEndpoints.delete(endpoint);
     });
   }
 
   #connect(): Connection {
     if (this.#connection !== undefined) return this.#connection;
     const c = this.#credentials;
-    const url = new URL(c.server);
-    const agent = new Agent({
-      keepAliveTimeout: 30_000,
-      allowH2: this.#options.allowH2 ?? false,
-      connect: {
-        ...(c.ca === undefined ? {} : { ca: c.ca }),
-        ...(c.cert === undefined ? {} : { cert: c.cert }),
-        ...(c.key === undefined ? {} : { key: c.key }),
-        ...(c.tlsServerName === undefined ? {} : { servername: c.tlsServerName }),
-        rejectUnauthorized: !c.insecureSkipTlsVerify,
-      },
-    });
     this.#connection = {
-      agent,
-      origin: url.origin,
-      prefix: url.pathname.replace(/\/+$/, ''),
+      endpoint: new Endpoint(c),
       tlsKey: tlsIdentity(c),
       authorization: authorization(c),
     };
     return this.#connection;
   }
 
-  async #send(method: Dispatcher.HttpMethod, path: string, o: SendOptions): Promise<Sent> {
+  async #send(method: Method, path: string, o: SendOptions): Promise<Sent> {
     if (this.#closed) {
       throw new BerthError('BERTH_KUBE_CLOSED', `Cannot ${method} ${path} as the client is closed`);
     }
@@ -273,29 +252,29 @@ export class HttpKubeClient implements KubeClient {
     };
     if (conn.authorization !== undefined) headers['authorization'] = conn.authorization;
     if (o.contentType !== undefined) headers['content-type'] = o.contentType;
-    let res: Dispatcher.ResponseData;
+    let res: IncomingMessage;
     try {
-      res = await conn.agent.request({
-        origin: conn.origin,
-        path: conn.prefix + path,
+      res = await conn.endpoint.send({
         method,
+        path,
         headers,
-        body: o.body ?? null,
-        signal: o.signal ?? null,
-        headersTimeout:
+        body: o.body,
+        signal: o.signal,
+        timeoutMs:
           o.watch === true
             ? (this.#options.watchHeadersTimeoutMs ?? 60_000)
             : this.#requestTimeoutMs,
-        bodyTimeout: o.watch === true ? 0 : this.#requestTimeoutMs,
+        watch: o.watch === true,
       });
     } catch (err) {
       if (o.signal?.aborted === true) throw o.signal.reason;
       throw new KubeApiError(0, 'Unknown', `${context}: ${errorText(err)}`, { cause: err });
     }
-    if (res.statusCode < 200 || res.statusCode > 299) {
+    const code = res.statusCode ?? 0;
+    if (code < 200 || code > 299) {
       let text = '';
       try {
-        text = await res.body.text();
+        text = await readText(res);
       } catch {
         if (o.signal?.aborted === true) throw o.signal.reason;
       }
@@ -305,20 +284,18 @@ export class HttpKubeClient implements KubeClient {
       } catch {
         status = undefined;
       }
-      if (isStatus(status)) throw errorFromStatus(status, res.statusCode, context);
+      if (isStatus(status)) throw errorFromStatus(status, code, context);
       const snippet = text.trim().slice(0, 200);
       throw errorFromStatus(
-        snippet === ''
-          ? undefined
-          : { message: `the server answered ${res.statusCode}: ${snippet}` },
-        res.statusCode,
+        snippet === '' ? undefined : { message: `the server answered ${code}: ${snippet}` },
+        code,
         context,
       );
     }
     return { res, context };
   }
 
-  async #json<T>(method: Dispatcher.HttpMethod, path: string, o: SendOptions): Promise<T> {
+  async #json<T>(method: Method, path: string, o: SendOptions): Promise<T> {
     const { res, context } = await this.#send(method, path, {
       ...o,
       ...(o.body !== undefined && o.contentType === undefined
@@ -326,7 +303,7 @@ export class HttpKubeClient implements KubeClient {
         : {}),
     });
     try {
-      return (await res.body.json()) as T;
+      return JSON.parse(await readText(res)) as T;
     } catch (err) {
       if (o.signal?.aborted === true) throw o.signal.reason;
       throw new KubeApiError(
@@ -418,7 +395,7 @@ export class HttpKubeClient implements KubeClient {
       signal: options.signal,
     });
     // The answer (the object or a Status) is not needed, but must be read to free the connection.
-    await res.body.dump().catch(() => undefined);
+    await drain(res).catch(() => undefined);
   }
 
   watch<T>(path: ResourcePath, options: WatchOptions = {}): AsyncIterable<WatchEvent<T>> {
@@ -445,9 +422,9 @@ export class HttpKubeClient implements KubeClient {
       throw err;
     }
     const { res, context } = sent;
-    this.#watches.add(res.body);
+    this.#watches.add(res);
     try {
-      for await (const line of lines(res.body as AsyncIterable<Uint8Array>)) {
+      for await (const line of lines(res as AsyncIterable<Uint8Array>)) {
         // Events already buffered when the caller aborts are dropped: abort means stop now.
         if (isAborted(signal) || this.#closed) return;
         const event = parseEvent<T>(line, context);
@@ -462,9 +439,9 @@ export class HttpKubeClient implements KubeClient {
         cause: err,
       });
     } finally {
-      this.#watches.delete(res.body);
+      this.#watches.delete(res);
       // Ends the request when the consumer stops early; a no-op after a normal end.
-      res.body.destroy();
+      res.destroy();
     }
   }
 
@@ -477,18 +454,19 @@ export class HttpKubeClient implements KubeClient {
     for (const body of this.#watches) body.destroy();
     const current = this.#connection;
     this.#connection = undefined;
-    if (current !== undefined) this.#retire(current.agent);
+    if (current !== undefined) this.#retire(current.endpoint);
     await Promise.all([...this.#retiring]);
   }
 
   /** Closes every connection now, failing in-flight requests. Idempotent. */
-  async destroy(): Promise<void> {
+  destroy(): Promise<void> {
     this.#closed = true;
     for (const body of this.#watches) body.destroy();
-    const agents = [...this.#retiringAgents];
-    if (this.#connection !== undefined) agents.push(this.#connection.agent);
+    const endpoints = [...this.#retiringEndpoints];
+    if (this.#connection !== undefined) endpoints.push(this.#connection.endpoint);
     this.#connection = undefined;
-    await Promise.all(agents.map((a) => a.destroy().catch(() => undefined)));
+    for (const e of endpoints) e.destroy();
+    return Promise.resolve();
   }
 }
 

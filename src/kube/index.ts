@@ -1,6 +1,6 @@
 /**
  * The Kubernetes API as berth uses it: the `KubeClient` interface and helpers
- * (types.ts), the undici implementation, kubeconfig loading, the reflector, and the
+ * (types.ts), the node:http(s) implementation, kubeconfig loading, the reflector, and the
  * in-memory fake. The contract suite (contract.ts) imports node:test, so it is not
  * re-exported here.
  */

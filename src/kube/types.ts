@@ -1,7 +1,7 @@
 /**
  * The Kubernetes API as berth's managers see it: a thin, typed REST client (no
- * informer framework). Implementations: `HttpKubeClient` (undici, one long-lived
- * connection pool per credential set) and `FakeKubeClient` for unit tests; both pass
+ * informer framework). Implementations: `HttpKubeClient` (node:https, one long-lived
+ * keep-alive Agent per credential set) and `FakeKubeClient` for unit tests; both pass
  * the contract suite in kube/contract.ts.
  */
 import { BerthError } from '../util/errors.ts';
