@@ -72,6 +72,8 @@ function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> 
     debuggingHandlers: k.enableDebuggingHandlers,
     configz: configzDocument(k),
     systemLogHandler: k.enableSystemLogHandler,
+    // enableSystemLogQuery (default false) is the switch; featureGates NodeLogQuery=false also turns it off.
+    systemLogQuery: k.enableSystemLogQuery && k.featureGates['NodeLogQuery'] !== false,
   };
 }
 

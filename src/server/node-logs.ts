@@ -4,43 +4,30 @@
  * free of `..`, `.` and encoded slashes (parseTarget); here the path is resolved and
  * must stay below the root, so a symlink, planted by a container in a hostPath log
  * directory or not, never leads out of /var/log. Only directories and regular files
- * are served (a FIFO or a device would block or leak). Upstream's journald query mode
- * (`?query=`, NodeLogQuery) is not implemented and answered 400.
+ * are served (a FIFO or a device would block or leak). A request with query parameters
+ * (`?query=`, NodeLogQuery) is a node log query (node-log-query.ts) when
+ * enableSystemLogQuery is on, and a 400 saying so when it is off.
  */
 import { createReadStream } from 'node:fs';
-import { constants, open, readdir, realpath, type FileHandle } from 'node:fs/promises';
+import { constants, open, readdir, type FileHandle } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import type { Clock } from '../util/clock.ts';
 import { HttpError, type ParsedTarget } from './handlers.ts';
-
-/** Upstream's node log query parameters: any of them selects the journald mode. */
-const QUERY_PARAMS = ['query', 'sinceTime', 'untilTime', 'tailLines', 'pattern', 'boot'];
+import { resolveBelow } from './log-root.ts';
+import { QUERY_PARAMS, serveNodeLogQuery } from './node-log-query.ts';
 
 export interface NodeLogsOptions {
   /** The directory served (default /var/log). */
   readonly root: string;
+  /** enableSystemLogQuery (and the NodeLogQuery gate): serve `?query=` (default false). */
+  readonly systemLogQuery?: boolean;
+  /** The journalctl executable for queries (default `journalctl` from PATH). */
+  readonly journalctl?: string;
+  readonly clock: Clock;
 }
 
 const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-
-/** Resolves the request below the root; 404 when missing, 403 when it leads out. */
-async function resolveBelow(root: string, rest: readonly string[]): Promise<string> {
-  const realRoot = await realpath(root).catch((err: unknown) => {
-    throw new HttpError(404, 'The node has no log directory', { cause: err });
-  });
-  const wanted = path.join(realRoot, ...rest);
-  const real = await realpath(wanted).catch((err: unknown) => {
-    throw new HttpError(404, `Cannot serve /logs/${rest.join('/')}: not found`, { cause: err });
-  });
-  if (real !== realRoot && !real.startsWith(`${realRoot}${path.sep}`)) {
-    throw new HttpError(
-      403,
-      `Cannot serve /logs/${rest.join('/')} as it resolves outside the node log directory`,
-    );
-  }
-  return real;
-}
 
 /** Serves /logs and /logs/<path>. */
 export async function serveNodeLogs(
@@ -54,10 +41,26 @@ export async function serveNodeLogs(
     throw new HttpError(405, 'Cannot serve /logs/: GET only');
   const asked = QUERY_PARAMS.filter((p) => target.query.has(p));
   if (asked.length > 0) {
-    throw new HttpError(
-      400,
-      `Cannot serve node log queries (${asked.join(', ')}): berth has no journald query support (NodeLogQuery); request a file under /logs/ instead`,
+    if (options.systemLogQuery !== true) {
+      throw new HttpError(
+        400,
+        `Cannot serve a node log query (${asked.join(', ')}) as enableSystemLogQuery is off on this node; request a file under /logs/ instead`,
+      );
+    }
+    if (target.segments.length > 1)
+      throw new HttpError(400, 'Cannot serve a node log query below /logs/: use /logs/?query=');
+    await serveNodeLogQuery(
+      {
+        root: options.root,
+        clock: options.clock,
+        ...(options.journalctl === undefined ? {} : { journalctl: options.journalctl }),
+      },
+      target.query,
+      req,
+      res,
+      signal,
     );
+    return;
   }
   const rest = target.segments.slice(1);
   const real = await resolveBelow(options.root, rest);

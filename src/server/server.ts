@@ -101,6 +101,10 @@ export interface KubeletServerOptions {
   readonly systemLogHandler?: boolean;
   /** The directory /logs/ serves (default /var/log). */
   readonly nodeLogsDir?: string;
+  /** enableSystemLogQuery (with the NodeLogQuery gate): /logs/?query= (default false). */
+  readonly systemLogQuery?: boolean;
+  /** The journalctl executable node log queries run (default `journalctl` from PATH). */
+  readonly journalctl?: string;
 }
 
 export interface KubeletServerDeps {
@@ -417,7 +421,13 @@ export class KubeletServer {
       return;
     }
     if (first === 'logs' && this.#o.systemLogHandler !== false) {
-      await serveNodeLogs({ root: this.#o.nodeLogsDir ?? '/var/log' }, target, req, res, signal);
+      const logs = {
+        root: this.#o.nodeLogsDir ?? '/var/log',
+        systemLogQuery: this.#o.systemLogQuery === true,
+        clock: this.#d.clock,
+        ...(this.#o.journalctl === undefined ? {} : { journalctl: this.#o.journalctl }),
+      };
+      await serveNodeLogs(logs, target, req, res, signal);
       return;
     }
     if (STREAM_ROUTES.has(first))

@@ -72,29 +72,44 @@ export function testServerOptions(
 export interface Reply {
   readonly status: number;
   readonly body: string;
+  readonly bytes: Buffer;
   readonly type: string | undefined;
+  readonly encoding: string | undefined;
 }
 
 /** One request to 127.0.0.1:`port`; HTTPS accepts the self-signed certificate. */
 export function call(
   port: number,
   path: string,
-  options: { readonly method?: string; readonly tls?: boolean } = {},
+  options: {
+    readonly method?: string;
+    readonly tls?: boolean;
+    readonly headers?: Readonly<Record<string, string>>;
+  } = {},
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const onResponse = (res: IncomingMessage): void => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
+        const bytes = Buffer.concat(chunks);
         resolve({
           status: res.statusCode ?? 0,
-          body: Buffer.concat(chunks).toString(),
+          body: bytes.toString(),
+          bytes,
           type: res.headers['content-type'],
+          encoding: res.headers['content-encoding'],
         });
       });
       res.on('error', reject);
     };
-    const target = { host: '127.0.0.1', port, path, method: options.method ?? 'GET' };
+    const target = {
+      host: '127.0.0.1',
+      port,
+      path,
+      method: options.method ?? 'GET',
+      headers: { ...options.headers },
+    };
     const req =
       options.tls === false
         ? httpRequest(target, onResponse)
