@@ -34,6 +34,7 @@ import {
   startBenchCluster,
   stopBenchCluster,
   writeReport,
+  berthLauncher,
 } from './cluster-prep.ts';
 import { cpuSeconds, summarize, type Summary } from './stats.ts';
 
@@ -362,6 +363,7 @@ async function main(): Promise<void> {
         containerd: versions['CONTAINERD_VERSION'],
       },
       options,
+      berthLauncher: await berthLauncher(),
       agents: results,
     };
     const out = options.out ?? join(REPO_ROOT, 'bench', 'results', `api-${runId}.json`);

@@ -2,11 +2,12 @@
  * Set-up shared by the benchmarks: the cluster with its interrupt handling and an admin
  * API client, the namespace pods go to, an empty runtime, and the run's name.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { format, resolveConfig } from 'prettier';
 import { GrpcCriClient } from '../src/cri/index.ts';
+import { BERTH_LAUNCHER } from '../test/harness/berth-node.ts';
 import { startCluster, type Cluster } from '../test/harness/cluster.ts';
 import { stopRunningAgents } from './agents.ts';
 import { ApiError, KubeApi } from './kube-api.ts';
@@ -110,4 +111,15 @@ export async function writeReport(out: string, report: unknown): Promise<void> {
   await mkdir(dirname(out), { recursive: true });
   const style = (await resolveConfig(out)) ?? {};
   await writeFile(out, await format(JSON.stringify(report), { ...style, parser: 'json' }));
+}
+
+/**
+ * How berth was started in this run: the launcher (BERTH_LAUNCHER or bin/berth) and
+ * its `exec` line, which carries the Node flags. A result is only comparable with
+ * another one started the same way.
+ */
+export async function berthLauncher(): Promise<{ path: string; exec: string }> {
+  const text = await readFile(BERTH_LAUNCHER, 'utf8').catch(() => '');
+  const exec = text.split('\n').find((l) => l.trimStart().startsWith('exec ')) ?? '';
+  return { path: BERTH_LAUNCHER, exec: exec.trim() };
 }

@@ -29,6 +29,7 @@ import {
   startBenchCluster,
   stopBenchCluster,
   writeReport,
+  berthLauncher,
 } from './cluster-prep.ts';
 import { observeContention, type Contention } from './contention.ts';
 import type { KubeApi, PodList } from './kube-api.ts';
@@ -357,6 +358,7 @@ async function main(): Promise<void> {
         settleS: options.settleS,
         agents: options.agents,
       },
+      berthLauncher: await berthLauncher(),
       agents: results,
     };
     const out = options.out ?? join(REPO_ROOT, 'bench', 'results', `probes-${run}.json`);
