@@ -186,4 +186,36 @@ describe('container logs across rotation', () => {
     await files.close();
     assert.equal(c.text(), expected(0, 43));
   });
+
+  test('follow shows a new line when it is written, not at the next poll', async () => {
+    const d = await mkdtemp(join(dir, 'wake-'));
+    const log = join(d, '0.log');
+    await writeFile(log, recs(0, 2));
+    // The clock never moves: only the directory watch can wake the reader.
+    const clock = new FakeClock(Date.UTC(2026, 0, 1, 12));
+    const files = await ContainerLogFiles.open(log, clock.now());
+    const c = collect();
+    const controller = new AbortController();
+    const done = streamLogFiles(files, c.out, {
+      follow: true,
+      timestamps: false,
+      clock,
+      signal: controller.signal,
+      isRunning: () => Promise.resolve(true),
+    });
+    const waitFor = async (text: string): Promise<void> => {
+      for (let i = 0; i < 500 && c.text() !== text; i++) await new Promise((r) => setTimeout(r, 2));
+      assert.equal(c.text(), text);
+    };
+    await waitFor(expected(0, 2));
+    await appendFile(log, recs(2, 3));
+    await waitFor(expected(0, 3));
+    await appendFile(log, recs(3, 5));
+    await waitFor(expected(0, 5));
+    controller.abort();
+    await done;
+    await files.close();
+    // The waits a write cut short left no sleeper behind.
+    assert.equal(clock.pending, 0);
+  });
 });

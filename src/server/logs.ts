@@ -13,10 +13,12 @@
 import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
 import { constants, type FileHandle, lstat, open } from 'node:fs/promises';
+import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { allLogFiles, COMPRESS_SUFFIX, rotationTimestamp } from '../logs/files.ts';
 import type { Clock } from '../util/clock.ts';
+import { LogWakeup } from './log-wakeup.ts';
 import { BerthError, isAborted } from '../util/errors.ts';
 
 /** What the caller asked for (PodLogOptions, already validated). */
@@ -429,48 +431,61 @@ export async function streamLogFiles(
   await emit(await readAvailable());
   if (ring !== undefined) await write(ring.drain());
   if (!o.follow) return;
-  const pollMs = o.pollMs ?? 250;
-  let idle = 0;
-  let pending: Awaited<ReturnType<ContainerLogFiles['reopenIfRotated']>>;
-  while (!done()) {
-    try {
-      await o.clock.sleep(pollMs, o.signal);
-    } catch {
-      return; // aborted: the client went away
-    }
-    const lines = await readAvailable();
-    if (lines.length > 0) {
-      idle = 0;
-      await write(lines);
-      continue;
-    }
-    // Quiet at the end of the file: it may have been rotated. The runtime may still be
-    // finishing a write to the old file when the new one appears, so the switch waits
-    // one more quiet poll of the old descriptor.
-    if (pending !== undefined) {
-      const prev = live;
-      await files.release(prev);
-      for (const r of pending.rotated) {
-        for await (const chunk of rotatedStream(r)) {
-          await write(parser.push(chunk as Buffer));
-          if (done()) return;
-        }
-        await files.release(r.fh);
+  const wakeup = new LogWakeup(files.path === undefined ? undefined : path.dirname(files.path));
+  try {
+    await follow(wakeup);
+  } finally {
+    wakeup.close();
+  }
+
+  async function follow(wakeup: LogWakeup): Promise<void> {
+    const pollMs = o.pollMs ?? 250;
+    // Times on the injected clock: a write wakes the loop early, so counting loop turns
+    // would no longer measure time.
+    let checkedAt = o.clock.now();
+    let pending: Awaited<ReturnType<ContainerLogFiles['reopenIfRotated']>>;
+    let pendingAt = 0;
+    while (!done()) {
+      try {
+        await wakeup.wait(pollMs, o.clock, o.signal);
+      } catch {
+        return; // aborted: the client went away
       }
-      live = pending.live;
-      offset = 0;
-      pending = undefined;
-      continue;
-    }
-    pending = await files.reopenIfRotated(o.clock.now());
-    if (pending !== undefined) continue;
-    // Check the runtime only about once a second while the file is quiet.
-    idle += pollMs;
-    if (idle >= 1000) {
-      idle = 0;
-      if (!(await o.isRunning())) {
-        await write(await readAvailable());
-        return;
+      const lines = await readAvailable();
+      if (lines.length > 0) {
+        checkedAt = o.clock.now();
+        await write(lines);
+        continue;
+      }
+      // Quiet at the end of the file: it may have been rotated. The runtime may still be
+      // finishing a write to the old file when the new one appears, so the switch waits
+      // until the old descriptor has been quiet for a poll period.
+      if (pending !== undefined && o.clock.now() - pendingAt < pollMs) continue;
+      if (pending !== undefined) {
+        const prev = live;
+        await files.release(prev);
+        for (const r of pending.rotated) {
+          for await (const chunk of rotatedStream(r)) {
+            await write(parser.push(chunk as Buffer));
+            if (done()) return;
+          }
+          await files.release(r.fh);
+        }
+        live = pending.live;
+        offset = 0;
+        pending = undefined;
+        continue;
+      }
+      pending = await files.reopenIfRotated(o.clock.now());
+      pendingAt = o.clock.now();
+      if (pending !== undefined) continue;
+      // Check the runtime only about once a second while the file is quiet.
+      if (o.clock.now() - checkedAt >= 1000) {
+        checkedAt = o.clock.now();
+        if (!(await o.isRunning())) {
+          await write(await readAvailable());
+          return;
+        }
       }
     }
   }
