@@ -72,33 +72,39 @@ export function testServerOptions(
 export interface Reply {
   readonly status: number;
   readonly body: string;
-  readonly bytes: Buffer;
   readonly type: string | undefined;
-  readonly encoding: string | undefined;
+}
+
+/** A reply as it came: the body's bytes (undecoded) and every header. */
+export interface RawReply {
+  readonly status: number;
+  readonly bytes: Buffer;
+  readonly headers: IncomingMessage['headers'];
+}
+
+export interface CallOptions {
+  readonly method?: string;
+  readonly tls?: boolean;
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** One request to 127.0.0.1:`port`; HTTPS accepts the self-signed certificate. */
-export function call(
-  port: number,
-  path: string,
-  options: {
-    readonly method?: string;
-    readonly tls?: boolean;
-    readonly headers?: Readonly<Record<string, string>>;
-  } = {},
-): Promise<Reply> {
+export async function call(port: number, path: string, options: CallOptions = {}): Promise<Reply> {
+  const r = await callRaw(port, path, options);
+  return { status: r.status, body: r.bytes.toString(), type: r.headers['content-type'] };
+}
+
+/** As `call`, with the body's bytes and all headers. */
+export function callRaw(port: number, path: string, options: CallOptions = {}): Promise<RawReply> {
   return new Promise((resolve, reject) => {
     const onResponse = (res: IncomingMessage): void => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
-        const bytes = Buffer.concat(chunks);
         resolve({
           status: res.statusCode ?? 0,
-          body: bytes.toString(),
-          bytes,
-          type: res.headers['content-type'],
-          encoding: res.headers['content-encoding'],
+          bytes: Buffer.concat(chunks),
+          headers: res.headers,
         });
       });
       res.on('error', reject);
