@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { FakeClock } from '../util/clock.ts';
 import { isAbortError } from '../util/errors.ts';
-import { LogWakeup } from './log-wakeup.ts';
+import { COALESCE_MS, LogWakeup } from './log-wakeup.ts';
 
 describe('LogWakeup', () => {
   let dir = '';
@@ -22,32 +22,54 @@ describe('LogWakeup', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  test('a write ends the wait without the clock moving', async () => {
+  /** Advances the clock in coalescing steps until `done`; returns how far it went. */
+  const settle = async (clock: FakeClock, done: () => boolean): Promise<number> => {
+    let advanced = 0;
+    for (let i = 0; i < 200 && !done(); i++) {
+      await new Promise((r) => setTimeout(r, 5));
+      if (clock.pending > 0 && advanced < 200) {
+        await clock.advance(COALESCE_MS);
+        advanced += COALESCE_MS;
+      }
+    }
+    return advanced;
+  };
+
+  test('a write ends the wait after the coalescing delay, long before the timer', async () => {
     const clock = new FakeClock();
     const wakeup = new LogWakeup(dir);
-    assert.equal(wakeup.watching, true);
     const signal = new AbortController().signal;
+    // The first wait arms the watch and returns at once, for the caller to read again.
+    assert.equal(wakeup.watching, false);
+    await wakeup.wait(250, clock, signal);
+    assert.equal(wakeup.watching, true);
     let woke = false;
     const waiting = wakeup.wait(250, clock, signal).then(() => (woke = true));
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(woke, false);
     await appendFile(join(dir, '0.log'), 'x\n');
+    // Without the write nothing happens before the full 250 ms; settle stops at 200.
+    assert.ok((await settle(clock, () => woke)) < 200);
     await waiting;
     assert.equal(clock.pending, 0);
-    // A change while nobody waits makes the next wait return at once.
+    // The wake closed the watch (a fast writer would call back per line); the next
+    // wait arms it again and returns without the clock, so the caller reads what came.
+    assert.equal(wakeup.watching, false);
     await appendFile(join(dir, '0.log'), 'y\n');
-    await new Promise((r) => setTimeout(r, 50));
     await wakeup.wait(250, clock, signal);
+    assert.equal(wakeup.watching, true);
     assert.equal(clock.pending, 0);
     wakeup.close();
+    assert.equal(wakeup.watching, false);
   });
 
   test('quiet or unwatchable: the wait is the clock sleep; abort rejects', async () => {
     for (const watched of [dir, join(dir, 'missing'), undefined]) {
       const clock = new FakeClock();
       const wakeup = new LogWakeup(watched);
-      assert.equal(wakeup.watching, watched === dir);
       const controller = new AbortController();
+      if (watched === dir) await wakeup.wait(250, clock, controller.signal);
+      assert.equal(wakeup.watching, watched === dir);
       let woke = false;
       const waiting = wakeup.wait(250, clock, controller.signal).then(() => (woke = true));
       await new Promise((r) => setTimeout(r, 20));

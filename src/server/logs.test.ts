@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { rotationTimestamp } from '../logs/files.ts';
 import { compressLog } from '../logs/manager.ts';
 import { FakeClock } from '../util/clock.ts';
+import { COALESCE_MS } from './log-wakeup.ts';
 import { ContainerLogFiles, streamLogFiles, type LogOptions } from './logs.ts';
 
 let dir = '';
@@ -191,7 +192,8 @@ describe('container logs across rotation', () => {
     const d = await mkdtemp(join(dir, 'wake-'));
     const log = join(d, '0.log');
     await writeFile(log, recs(0, 2));
-    // The clock never moves: only the directory watch can wake the reader.
+    // The clock moves only by the 10 ms coalescing steps, never to the 250 ms poll: only
+    // the directory watch can wake the reader.
     const clock = new FakeClock(Date.UTC(2026, 0, 1, 12));
     const files = await ContainerLogFiles.open(log, clock.now());
     const c = collect();
@@ -204,7 +206,14 @@ describe('container logs across rotation', () => {
       isRunning: () => Promise.resolve(true),
     });
     const waitFor = async (text: string): Promise<void> => {
-      for (let i = 0; i < 500 && c.text() !== text; i++) await new Promise((r) => setTimeout(r, 2));
+      let advanced = 0;
+      for (let i = 0; i < 500 && c.text() !== text; i++) {
+        await new Promise((r) => setTimeout(r, 2));
+        if (clock.pending > 0 && advanced < 200) {
+          await clock.advance(COALESCE_MS);
+          advanced += COALESCE_MS;
+        }
+      }
       assert.equal(c.text(), text);
     };
     await waitFor(expected(0, 2));
