@@ -5,7 +5,6 @@
  * use.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -13,35 +12,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TLSSocket } from 'node:tls';
 import { after, before, describe, test } from 'node:test';
-import { promisify } from 'node:util';
+import { writeTestCertificate } from '../util/test-certificate.ts';
 import { HttpKubeClient } from './http-client.ts';
 import { drain, Endpoint, readText } from './transport.ts';
 import { CONFIGMAPS, inNamespace, KubeApiError } from './types.ts';
 
-/** A self-signed certificate for 127.0.0.1 (as an IP SAN, which TLS verification of an IP needs). */
+/** A self-signed certificate named `name`, valid for 127.0.0.1. */
 async function certificate(dir: string, name: string): Promise<{ cert: string; key: string }> {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
-  await promisify(execFile)('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-    '-days',
-    '1',
-    '-subj',
-    `/CN=${name}`,
-    '-addext',
-    'subjectAltName=IP:127.0.0.1',
-  ]);
-  return { cert: await readFile(cert, 'utf8'), key: await readFile(key, 'utf8') };
+  const certFile = join(dir, `${name}.crt`);
+  const keyFile = join(dir, `${name}.key`);
+  await writeTestCertificate({ certFile, keyFile, commonName: name, ipSan: '127.0.0.1' });
+  return { cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') };
 }
 
 describe('transport over HTTPS', () => {

@@ -432,19 +432,13 @@ export async function streamLogFiles(
   if (ring !== undefined) await write(ring.drain());
   if (!o.follow) return;
   const wakeup = new LogWakeup(files.path === undefined ? undefined : path.dirname(files.path));
+  const pollMs = o.pollMs ?? 250;
+  // Times on the injected clock: a write wakes the loop early, so counting loop turns
+  // would no longer measure time.
+  let checkedAt = o.clock.now();
+  let pending: Awaited<ReturnType<ContainerLogFiles['reopenIfRotated']>>;
+  let pendingAt = 0;
   try {
-    await follow(wakeup);
-  } finally {
-    wakeup.close();
-  }
-
-  async function follow(wakeup: LogWakeup): Promise<void> {
-    const pollMs = o.pollMs ?? 250;
-    // Times on the injected clock: a write wakes the loop early, so counting loop turns
-    // would no longer measure time.
-    let checkedAt = o.clock.now();
-    let pending: Awaited<ReturnType<ContainerLogFiles['reopenIfRotated']>>;
-    let pendingAt = 0;
     while (!done()) {
       try {
         await wakeup.wait(pollMs, o.clock, o.signal);
@@ -488,5 +482,7 @@ export async function streamLogFiles(
         }
       }
     }
+  } finally {
+    wakeup.close();
   }
 }

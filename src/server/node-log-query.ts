@@ -189,13 +189,17 @@ function journalctl(
   });
 }
 
+/** A query's file as path segments below the root (either slash separates). */
+const pathParts = (relative: string): string[] =>
+  relative.split(/[/\\]+/).filter((p) => p !== '' && p !== '.');
+
 async function copyFile(
   root: string,
   relative: string,
   out: Writable,
   signal: AbortSignal,
 ): Promise<'copied' | 'missing'> {
-  const parts = relative.split(/[/\\]+/).filter((p) => p !== '' && p !== '.');
+  const parts = pathParts(relative);
   if (parts.includes('..'))
     throw new HttpError(403, `Cannot read ${relative}: ".." is not allowed`);
   let real: string;
@@ -234,8 +238,7 @@ export async function serveNodeLogQuery(
   const file = q.files[0];
   if (file !== undefined) {
     // Checked before the answer starts, so a missing file is a 400 as upstream's.
-    const parts = file.split(/[/\\]+/).filter((p) => p !== '' && p !== '.');
-    await resolveBelow(options.root, parts).catch((err: unknown) => {
+    await resolveBelow(options.root, pathParts(file)).catch((err: unknown) => {
       throw new HttpError(400, `query: Invalid value: "${file}": ${(err as Error).message}`);
     });
   }

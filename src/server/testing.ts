@@ -3,33 +3,20 @@
  * from openssl, a webhook authorizer that records what it was asked, the options every
  * such test starts from, and a one-shot HTTP(S) client.
  */
-import { execFile } from 'node:child_process';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { KubeClient } from '../kube/types.ts';
+import { writeTestCertificate } from '../util/test-certificate.ts';
 import type { KubeletServerOptions } from './server.ts';
 
 /** Writes cert.pem and key.pem (EC P-256, CN 127.0.0.1) into `dir`. */
 export async function selfSignedCertificate(dir: string): Promise<void> {
-  await promisify(execFile)('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    join(dir, 'key.pem'),
-    '-out',
-    join(dir, 'cert.pem'),
-    '-days',
-    '1',
-    '-subj',
-    '/CN=127.0.0.1',
-  ]);
+  await writeTestCertificate({
+    certFile: join(dir, 'cert.pem'),
+    keyFile: join(dir, 'key.pem'),
+    commonName: '127.0.0.1',
+  });
 }
 
 /** A KubeClient whose SubjectAccessReviews allow exactly `allowed`, recording each ask. */
