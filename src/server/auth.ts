@@ -99,10 +99,43 @@ class TtlCache<V> {
   }
 }
 
+/** What a connection's client certificate says; `user` only for a usable one. */
+interface PeerCertificate {
+  /** A certificate was presented, verified or not. */
+  readonly presented: boolean;
+  readonly user?: UserInfo;
+  readonly notBefore: number;
+  readonly notAfter: number;
+}
+
+function readPeer(socket: TLSSocket, x509Enabled: boolean): PeerCertificate {
+  const peer = socket.getPeerCertificate(false);
+  const presented = Object.keys(peer).length > 0;
+  const none = { presented, notBefore: 0, notAfter: 0 };
+  // The server's `ca` is the client CA and rejectUnauthorized is false, so a peer
+  // certificate is present but `authorized` is true only if its chain verified.
+  if (!x509Enabled || !presented || !socket.authorized) return none;
+  const cert = new X509Certificate(peer.raw);
+  // keyUsage here is the extended key usage list; absent means "any".
+  // (typed as always present, but undefined at run time when the extension is absent).
+  const eku = cert.keyUsage as readonly string[] | undefined;
+  if (eku !== undefined && !eku.includes(CLIENT_AUTH_OID)) return none;
+  const subject = parseSubject(cert.subject);
+  const cn = subject.get('CN')?.[0];
+  if (cn === undefined || cn === '') return none;
+  return {
+    presented,
+    user: { username: cn, uid: '', groups: subject.get('O') ?? [], extra: {} },
+    notBefore: Date.parse(cert.validFrom),
+    notAfter: Date.parse(cert.validTo),
+  };
+}
+
 /** Authenticates a request; undefined means 401. */
 export class Authenticator {
   readonly #o: AuthenticatorOptions;
   readonly #tokens: TtlCache<UserInfo | null>;
+  readonly #peers = new WeakMap<TLSSocket, PeerCertificate>();
 
   constructor(options: AuthenticatorOptions) {
     this.#o = options;
@@ -110,7 +143,8 @@ export class Authenticator {
   }
 
   async authenticate(req: IncomingMessage, signal?: AbortSignal): Promise<UserInfo | undefined> {
-    const fromCert = req.socket instanceof TLSSocket ? this.#x509(req.socket) : undefined;
+    const peer = req.socket instanceof TLSSocket ? this.#peer(req.socket) : undefined;
+    const fromCert = peer === undefined ? undefined : this.#x509(peer);
     if (fromCert !== undefined) return fromCert;
     const header = req.headers.authorization;
     if (header !== undefined && this.#o.webhookEnabled) {
@@ -122,9 +156,7 @@ export class Authenticator {
     }
     // Anonymous is for requests that presented nothing: a rejected certificate or token
     // is a 401, as upstream's authenticator chain ends on the first error.
-    const presentedCert =
-      req.socket instanceof TLSSocket && Object.keys(req.socket.getPeerCertificate()).length > 0;
-    if (this.#o.anonymousEnabled && header === undefined && !presentedCert) {
+    if (this.#o.anonymousEnabled && header === undefined && peer?.presented !== true) {
       return {
         username: 'system:anonymous',
         uid: '',
@@ -135,24 +167,25 @@ export class Authenticator {
     return undefined;
   }
 
-  #x509(socket: TLSSocket): UserInfo | undefined {
-    // The server's `ca` is the client CA and rejectUnauthorized is false, so a peer
-    // certificate is present but `authorized` is true only if its chain verified.
-    if (!this.#o.x509Enabled) return undefined;
-    if (!socket.authorized) return undefined;
-    const peer = socket.getPeerCertificate(false);
-    if (Object.keys(peer).length === 0) return undefined;
-    const cert = new X509Certificate(peer.raw);
+  /**
+   * The connection's client certificate, read once per connection: the API server keeps
+   * its connections to the kubelet open, and decoding the certificate again for every
+   * request was a fifth of a logs request's CPU. The certificate cannot change under a
+   * connection, as the server refuses TLS renegotiation (KubeletServer).
+   */
+  #peer(socket: TLSSocket): PeerCertificate {
+    const known = this.#peers.get(socket);
+    if (known !== undefined) return known;
+    const peer = readPeer(socket, this.#o.x509Enabled);
+    this.#peers.set(socket, peer);
+    return peer;
+  }
+
+  #x509(peer: PeerCertificate): UserInfo | undefined {
+    if (peer.user === undefined) return undefined;
     const now = Date.now();
-    if (Date.parse(cert.validFrom) > now || Date.parse(cert.validTo) < now) return undefined;
-    // keyUsage here is the extended key usage list; absent means "any".
-    // (typed as always present, but undefined at run time when the extension is absent).
-    const eku = cert.keyUsage as readonly string[] | undefined;
-    if (eku !== undefined && !eku.includes(CLIENT_AUTH_OID)) return undefined;
-    const subject = parseSubject(cert.subject);
-    const cn = subject.get('CN')?.[0];
-    if (cn === undefined || cn === '') return undefined;
-    return { username: cn, uid: '', groups: subject.get('O') ?? [], extra: {} };
+    if (now < peer.notBefore || now > peer.notAfter) return undefined;
+    return peer.user;
   }
 
   async #tokenReview(token: string, signal?: AbortSignal): Promise<UserInfo | undefined> {

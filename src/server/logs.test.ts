@@ -227,4 +227,37 @@ describe('container logs across rotation', () => {
     // The waits a write cut short left no sleeper behind.
     assert.equal(clock.pending, 0);
   });
+
+  test('follow calls beforeWait before each wait, after the lines already there', async () => {
+    const d = await mkdtemp(join(dir, 'before-wait-'));
+    const events: string[] = [];
+    const follow = async (name: string, content: string): Promise<void> => {
+      const log = join(d, name);
+      await writeFile(log, content);
+      const clock = new FakeClock(Date.UTC(2026, 0, 1, 12));
+      const files = await ContainerLogFiles.open(log, clock.now());
+      const out = new PassThrough();
+      out.on('data', () => events.push('write'));
+      const controller = new AbortController();
+      const done = streamLogFiles(files, out, {
+        follow: true,
+        timestamps: false,
+        clock,
+        signal: controller.signal,
+        isRunning: () => Promise.resolve(true),
+        beforeWait: () => {
+          events.push('wait');
+          controller.abort();
+        },
+      });
+      await done;
+      await files.close();
+    };
+    // Nothing to send: the caller hears of the wait first (and sends its headers then).
+    await follow('empty.log', '');
+    assert.deepEqual(events, ['wait']);
+    events.length = 0;
+    await follow('lines.log', recs(0, 2));
+    assert.deepEqual(events, ['write', 'wait']);
+  });
 });

@@ -160,6 +160,12 @@ export interface StreamLogsOptions extends LogOptions {
   readonly isRunning: () => Promise<boolean>;
   /** Follow poll period (default 250 ms). */
   readonly pollMs?: number;
+  /**
+   * Called whenever following waits for more lines: an HTTP caller sends its response
+   * headers then if nothing was written yet, and otherwise lets them go out with the
+   * first lines, in one TLS record instead of two.
+   */
+  readonly beforeWait?: () => void;
 }
 
 interface RotatedFile {
@@ -440,6 +446,7 @@ export async function streamLogFiles(
   let pendingAt = 0;
   try {
     while (!done()) {
+      o.beforeWait?.();
       try {
         await wakeup.wait(pollMs, o.clock, o.signal);
       } catch {

@@ -14,6 +14,7 @@ import {
 } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { Socket, type AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
@@ -239,6 +240,11 @@ export class KubeletServer {
     });
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       this.#onUpgrade(req, socket, head);
+    });
+    // Upstream's Go TLS server never renegotiates; refusing it here also keeps a
+    // connection's client certificate fixed, which the authenticator relies on.
+    server.on('secureConnection', (socket: TLSSocket) => {
+      socket.disableRenegotiation();
     });
     server.on('tlsClientError', (err) => {
       this.#d.logger.debug('TLS handshake failed', { error: String(err) });
