@@ -4,14 +4,34 @@
  * streaming server returned, relaying its 101 and headers, forwarding both head
  * buffers and piping both sockets. The runtime speaks the channel protocols, so
  * berth needs no SPDY or WebSocket framing of its own.
+ *
+ * The runtime side is a raw socket whose reads land in pooled buffers (net's onread)
+ * rather than an http.request: a port-forward or an exec's output moves megabytes that
+ * way, and a fresh buffer per read made V8 run full collections over berth's whole
+ * heap (util/buffer-pool.ts). So berth writes the request head and reads the response
+ * head itself (runtime-head.ts).
  */
-import { request, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
-import { Socket } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { BufferPool } from '../util/buffer-pool.ts';
 import type { Logger } from '../util/logger.ts';
+import {
+  headerValue,
+  parseResponseHead,
+  requestHead,
+  ResponseHeadError,
+  type ResponseHead,
+} from './runtime-head.ts';
 
-/** Headers that describe this hop only, or that carry the caller's credentials. */
-const DROPPED = new Set(['host', 'authorization', 'proxy-authorization', 'content-length']);
+/**
+ * Read buffers for every stream: a stream holds one per write still in flight, and
+ * backpressure bounds those, so a few idle ones cover the common case.
+ */
+const POOL = new BufferPool(64 * 1024, 16);
+
+/** A runtime answer other than 101 with no Content-Length ends after this much quiet. */
+const ANSWER_QUIET_MS = 1000;
 
 /** Writes a whole HTTP response to a raw socket (upgrade requests have no ServerResponse). */
 export function writeRawResponse(socket: Duplex, status: number, message: string): void {
@@ -45,16 +65,18 @@ function headerBlock(statusLine: string, raw: readonly string[]): string {
   return `${out}\r\n`;
 }
 
-function forwardHeaders(
-  headers: IncomingHttpHeaders,
-  host: string,
-): Record<string, string | string[]> {
-  const out: Record<string, string | string[]> = { host };
-  for (const [k, v] of Object.entries(headers)) {
-    if (v === undefined || DROPPED.has(k)) continue;
-    out[k] = v;
+/**
+ * The head relayed for a runtime answer that is not an upgrade (an error): its body is
+ * relayed as it came, so its framing headers stay; the connection closes after it.
+ */
+function answerHead(res: ResponseHead): string {
+  const raw: string[] = ['Connection', 'close'];
+  for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
+    const name = res.rawHeaders[i] ?? '';
+    if (/^(connection|keep-alive)$/i.test(name)) continue;
+    raw.push(name, res.rawHeaders[i + 1] ?? '');
   }
-  return out;
+  return headerBlock(`HTTP/1.1 ${res.status} ${res.statusText}`, raw);
 }
 
 export interface ProxyOptions {
@@ -91,72 +113,120 @@ export function proxyUpgrade(
     writeRawResponse(client, 500, 'The runtime returned a non-loopback streaming URL');
     return;
   }
-  const upstreamReq = request({
+  /** head: reading the runtime's answer; stream: upgraded; answer: relaying a refusal. */
+  let phase: 'head' | 'stream' | 'answer' = 'head';
+  let pending: Buffer = Buffer.alloc(0);
+  let bodyLeft = Number.POSITIVE_INFINITY;
+  let paused = false;
+
+  const relay = (chunk: Buffer, buffer: Buffer): boolean =>
+    client.write(chunk, () => {
+      POOL.give(buffer);
+    });
+
+  /** The body of a refusal: Content-Length bytes, else until the runtime goes quiet. */
+  const relayAnswer = (chunk: Buffer, buffer: Buffer | undefined): boolean => {
+    const part = chunk.subarray(0, Math.min(chunk.length, bodyLeft));
+    bodyLeft -= part.length;
+    const ok = buffer === undefined ? client.write(part) : relay(part, buffer);
+    if (bodyLeft === 0) {
+      client.end();
+      upstream.destroy();
+    }
+    return ok;
+  };
+
+  const onHead = (res: ResponseHead): boolean => {
+    if (res.status === 101) {
+      phase = 'stream';
+      client.write(res.bytes);
+      if (res.rest.length > 0) client.write(res.rest);
+      if (head.length > 0) upstream.write(head);
+      client.pipe(upstream);
+      // Every byte either way passes through the runtime-side socket, so its idle timer
+      // measures the stream's. The timer is the socket's own (real time), as a socket is.
+      if (options.idleTimeoutMs > 0) {
+        upstream.setTimeout(options.idleTimeoutMs, () => {
+          logger.info('Closing an idle stream', {
+            path: req.url,
+            idleTimeoutMs: options.idleTimeoutMs,
+          });
+          upstream.destroy();
+          client.destroy();
+        });
+      }
+      return !client.writableNeedDrain;
+    }
+    // No upgrade (an error from the runtime): relay its answer as it is.
+    phase = 'answer';
+    client.write(answerHead(res));
+    const length = Number(headerValue(res.rawHeaders, 'content-length') ?? Number.NaN);
+    if (Number.isSafeInteger(length) && length >= 0) bodyLeft = length;
+    else upstream.setTimeout(ANSWER_QUIET_MS, () => upstream.destroy());
+    if (res.rest.length > 0 || bodyLeft === 0) return relayAnswer(res.rest, undefined);
+    return true;
+  };
+
+  const onBytes = (n: number, buffer: Buffer): boolean => {
+    if (phase === 'stream') return relay(buffer.subarray(0, n), buffer);
+    if (phase === 'answer') return relayAnswer(buffer.subarray(0, n), buffer);
+    pending = Buffer.concat([pending, buffer.subarray(0, n)]);
+    POOL.give(buffer);
+    let res: ResponseHead | undefined;
+    try {
+      res = parseResponseHead(pending);
+    } catch (err) {
+      if (!(err instanceof ResponseHeadError)) throw err;
+      logger.debug('Stream runtime answered badly', { error: err.message });
+      writeRawResponse(client, 502, 'The runtime streaming server sent a malformed answer');
+      upstream.destroy();
+      return false;
+    }
+    return res === undefined ? true : onHead(res);
+  };
+
+  const upstream = connect({
     host: url.hostname.replace(/^\[|\]$/g, ''),
     port: url.port === '' ? 80 : Number(url.port),
-    path: `${url.pathname}${url.search}`,
-    method: req.method ?? 'GET',
-    headers: forwardHeaders(req.headers, url.host),
+    onread: {
+      buffer: () => POOL.take(),
+      // The buffer is the one `buffer()` returned; returning false pauses the socket
+      // (isPaused() does not say so: it tracks flowing mode, which onread bypasses).
+      callback: (n, buffer) => {
+        const more = onBytes(n, buffer as Buffer);
+        if (!more) paused = true;
+        return more;
+      },
+    },
   });
-  let answered = false;
+  upstream.setNoDelay(true);
+  upstream.write(
+    requestHead(req.method ?? 'GET', `${url.pathname}${url.search}`, url.host, req.rawHeaders),
+  );
+  client.on('drain', () => {
+    if (!paused) return;
+    paused = false;
+    upstream.resume();
+  });
   client.on('error', (err) => {
     logger.debug('Stream client socket error', { error: String(err) });
-    upstreamReq.destroy();
+    upstream.destroy();
   });
-  client.on('close', () => {
-    if (!answered) upstreamReq.destroy();
-  });
-  upstreamReq.on('error', (err) => {
-    logger.debug('Stream runtime request failed', { error: String(err) });
-    if (!answered) writeRawResponse(client, 502, 'Cannot reach the runtime streaming server');
+  client.on('close', () => upstream.destroy());
+  upstream.on('error', (err) => {
+    logger.debug('Stream runtime socket failed', { error: String(err) });
+    if (phase === 'head')
+      writeRawResponse(client, 502, 'Cannot reach the runtime streaming server');
     else client.destroy();
   });
-  upstreamReq.on('upgrade', (res: IncomingMessage, upstream: Duplex, upstreamHead: Buffer) => {
-    answered = true;
-    upstream.on('error', (err) => {
-      logger.debug('Stream runtime socket error', { error: String(err) });
-      client.destroy();
-    });
-    if (client.destroyed) {
-      upstream.destroy();
-      return;
-    }
-    client.write(
-      headerBlock(`HTTP/1.1 101 ${res.statusMessage ?? 'Switching Protocols'}`, res.rawHeaders),
-    );
-    if (upstreamHead.length > 0) client.write(upstreamHead);
-    if (head.length > 0) upstream.write(head);
-    upstream.pipe(client);
-    client.pipe(upstream);
-    // Every byte either way passes through the runtime-side socket, so its idle timer
-    // measures the stream's. The timer is the socket's own (real time), as a socket is.
-    if (options.idleTimeoutMs > 0 && upstream instanceof Socket) {
-      upstream.setTimeout(options.idleTimeoutMs, () => {
-        logger.info('Closing an idle stream', {
-          path: req.url,
-          idleTimeoutMs: options.idleTimeoutMs,
-        });
-        upstream.destroy();
-        client.destroy();
-      });
-    }
-    upstream.on('close', () => client.destroy());
-    client.on('close', () => upstream.destroy());
+  upstream.on('end', () => {
+    if (phase === 'head')
+      writeRawResponse(client, 502, 'The runtime streaming server closed without an answer');
+    else client.end();
   });
-  upstreamReq.on('response', (res: IncomingMessage) => {
-    // No upgrade (an error from the runtime): relay its answer as it is.
-    answered = true;
-    res.on('error', () => client.destroy());
-    // The body is relayed decoded and the connection closed after it, so framing
-    // headers of the runtime's answer do not apply any more.
-    const raw: string[] = ['Connection', 'close'];
-    for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
-      const name = res.rawHeaders[i] ?? '';
-      if (/^(connection|transfer-encoding|content-length|keep-alive)$/i.test(name)) continue;
-      raw.push(name, res.rawHeaders[i + 1] ?? '');
-    }
-    client.write(headerBlock(`HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}`, raw));
-    res.pipe(client);
+  // A close without an end (a reset, a timeout) cuts the client too; after an end the
+  // client is left to flush what it still holds.
+  upstream.on('close', () => {
+    if (!client.writableEnded) client.destroy();
   });
-  upstreamReq.end();
 }
