@@ -142,6 +142,16 @@ export function proxyUpgrade(
       client.write(res.bytes);
       if (res.rest.length > 0) client.write(res.rest);
       if (head.length > 0) upstream.write(head);
+      // The client side is TLS: one socket read often holds many small records (the API
+      // server writes each SPDY frame field on its own), and each would be a write to
+      // the runtime. Corked until the next tick, they go out as one.
+      client.on('data', () => {
+        if (upstream.writableCorked > 0) return;
+        upstream.cork();
+        process.nextTick(() => {
+          upstream.uncork();
+        });
+      });
       client.pipe(upstream);
       // Every byte either way passes through the runtime-side socket, so its idle timer
       // measures the stream's. The timer is the socket's own (real time), as a socket is.
