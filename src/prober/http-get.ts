@@ -5,12 +5,10 @@
  * redirects to the same host name are followed (up to 10), a redirect to another host
  * is not followed and its 3xx response is the answer.
  */
-import http from 'node:http';
-import https from 'node:https';
 import { BerthError } from '../util/errors.ts';
+import { requestOnce, type RawResponse } from './http-request.ts';
 
-/** Upstream reads at most 10 KiB of a probe's or hook's response body. */
-export const MAX_BODY_BYTES = 10 * 1024;
+export { MAX_BODY_BYTES } from './http-request.ts';
 /** Go's http.Client stops after 10 redirects. */
 const MAX_REDIRECTS = 10;
 /** The statuses Go's client follows when they carry a Location. */
@@ -75,61 +73,6 @@ function isPlaintextAnswer(err: unknown): boolean {
     e.code === 'ERR_SSL_WRONG_VERSION_NUMBER' ||
     (e.code === 'EPROTO' && typeof e.message === 'string' && /wrong version number/.test(e.message))
   );
-}
-
-interface RawResponse {
-  readonly statusCode: number;
-  readonly location: string | undefined;
-  readonly body: string;
-}
-
-function requestOnce(
-  url: URL,
-  headers: Record<string, string>,
-  signal: AbortSignal,
-): Promise<RawResponse> {
-  const request = url.protocol === 'https:' ? https.request : http.request;
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method: 'GET',
-        headers,
-        signal,
-        agent: false,
-        // Probes and hooks skip certificate checks, as upstream does.
-        ...(url.protocol === 'https:' && { rejectUnauthorized: false }),
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        const done = (): void => {
-          resolve({
-            statusCode: res.statusCode ?? 0,
-            location: res.headers.location,
-            body: Buffer.concat(chunks).subarray(0, MAX_BODY_BYTES).toString('utf8'),
-          });
-        };
-        res.on('data', (chunk: Buffer) => {
-          if (size >= MAX_BODY_BYTES) return;
-          chunks.push(chunk);
-          size += chunk.length;
-          // Enough read: the rest is not wanted, and a large body must not cost more.
-          if (size >= MAX_BODY_BYTES) {
-            done();
-            res.destroy();
-          }
-        });
-        res.on('end', done);
-        res.on('error', (err) => {
-          if (size >= MAX_BODY_BYTES) return;
-          reject(err);
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 function answer(res: RawResponse, url: URL, redirectNotFollowed: boolean): HttpGetResponse {

@@ -9,7 +9,7 @@
  * rather than an http.request: a port-forward or an exec's output moves megabytes that
  * way, and a fresh buffer per read made V8 run full collections over berth's whole
  * heap (util/buffer-pool.ts). So berth writes the request head and reads the response
- * head itself (runtime-head.ts).
+ * head itself (util/http1.ts).
  */
 import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
@@ -17,12 +17,12 @@ import type { Duplex } from 'node:stream';
 import { BufferPool } from '../util/buffer-pool.ts';
 import type { Logger } from '../util/logger.ts';
 import {
+  forwardedRequestHead,
   headerValue,
   parseResponseHead,
-  requestHead,
   ResponseHeadError,
   type ResponseHead,
-} from './runtime-head.ts';
+} from '../util/http1.ts';
 
 /**
  * Read buffers for every stream: a stream holds one per write still in flight, and
@@ -211,7 +211,12 @@ export function proxyUpgrade(
   });
   upstream.setNoDelay(true);
   upstream.write(
-    requestHead(req.method ?? 'GET', `${url.pathname}${url.search}`, url.host, req.rawHeaders),
+    forwardedRequestHead(
+      req.method ?? 'GET',
+      `${url.pathname}${url.search}`,
+      url.host,
+      req.rawHeaders,
+    ),
   );
   client.on('drain', () => {
     if (!paused) return;

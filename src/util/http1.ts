@@ -1,8 +1,9 @@
 /**
- * The HTTP/1.1 pieces of berth's upgrade request to the runtime's streaming server,
- * which goes over a raw socket (see streaming.ts for why): the request head it sends
- * and the response head it reads back. Only what an upgrade needs: one request, one
- * response head, no pipelining.
+ * The HTTP/1.1 pieces berth needs where it talks over a raw socket instead of
+ * node:http, to keep per-byte or per-request work down: the upgrade to the runtime's
+ * streaming server (server/streaming.ts) and probe GETs (prober/http-request.ts). One
+ * request per connection, no pipelining: a request head out, a response head back, and
+ * a chunked body decoder.
  */
 
 /** The most a response head may take; Node's own server and client default to 16 KiB. */
@@ -15,7 +16,7 @@ const DROPPED = new Set(['host', 'authorization', 'proxy-authorization', 'conten
  * The request head for `method path` to `host`, carrying the client's headers (as
  * Node's parser gave them, so free of CR and LF) except those in DROPPED.
  */
-export function requestHead(
+export function forwardedRequestHead(
   method: string,
   path: string,
   host: string,
@@ -82,4 +83,68 @@ export function headerValue(rawHeaders: readonly string[], name: string): string
   for (let i = 0; i + 1 < rawHeaders.length; i += 2)
     if (rawHeaders[i]?.toLowerCase() === name) return rawHeaders[i + 1];
   return undefined;
+}
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** A header that cannot go on the wire: a bad name, or CR, LF or NUL in its value. */
+export function badHeader(name: string, value: string): string | undefined {
+  if (!TOKEN.test(name)) return `invalid header field name ${JSON.stringify(name)}`;
+  if (/[\r\n\0]/.test(value)) return `invalid header field value for ${JSON.stringify(name)}`;
+  return undefined;
+}
+
+/** A chunked body that breaks the framing. */
+export class ChunkedBodyError extends Error {}
+
+/** The longest chunk-size line accepted (hex size plus extensions). */
+const MAX_CHUNK_LINE = 4096;
+
+/**
+ * Decodes a chunked body incrementally: push() the bytes as they arrive, and it
+ * returns the data they complete; `done` once the last chunk was read (trailers are
+ * not needed by any caller and are left unread).
+ */
+export class ChunkedDecoder {
+  #pending: Buffer = Buffer.alloc(0);
+  /** Data bytes left in the current chunk; -1 while reading a size line, -2 its CRLF. */
+  #left = -1;
+  #done = false;
+
+  get done(): boolean {
+    return this.#done;
+  }
+
+  push(data: Buffer): Buffer[] {
+    const out: Buffer[] = [];
+    let buf = this.#pending.length === 0 ? data : Buffer.concat([this.#pending, data]);
+    while (!this.#done && buf.length > 0) {
+      if (this.#left === -1) {
+        const eol = buf.indexOf('\r\n');
+        if (eol < 0) {
+          if (buf.length > MAX_CHUNK_LINE) throw new ChunkedBodyError('chunk size line too long');
+          break;
+        }
+        const size = /^([0-9a-fA-F]{1,15})(?:[ \t]*;.*)?$/.exec(buf.toString('latin1', 0, eol));
+        if (size?.[1] === undefined) throw new ChunkedBodyError('malformed chunk size');
+        buf = buf.subarray(eol + 2);
+        this.#left = Number.parseInt(size[1], 16);
+        if (this.#left === 0) this.#done = true;
+      } else if (this.#left === -2) {
+        if (buf.length < 2) break;
+        if (buf[0] !== 0x0d || buf[1] !== 0x0a) throw new ChunkedBodyError('malformed chunk end');
+        buf = buf.subarray(2);
+        this.#left = -1;
+      } else {
+        const n = Math.min(this.#left, buf.length);
+        out.push(buf.subarray(0, n));
+        buf = buf.subarray(n);
+        this.#left -= n;
+        if (this.#left === 0) this.#left = -2;
+      }
+    }
+    // Copied: the caller may reuse `data`, and what stays is at most a line.
+    this.#pending = this.#done ? Buffer.alloc(0) : Buffer.from(buf);
+    return out;
+  }
 }
