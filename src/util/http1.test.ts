@@ -32,6 +32,17 @@ describe('HTTP/1.1 heads', () => {
     assert.equal(head.bytes.length, wire.length - 2);
   });
 
+  test('lines ending in a bare LF are read as Go and Node read them', () => {
+    const head = parseResponseHead(Buffer.from('HTTP/1.1 200 OK\nContent-Length: 2\n\nok'));
+    assert.ok(head !== undefined);
+    assert.equal(head.statusText, 'OK');
+    assert.deepEqual(head.rawHeaders, ['Content-Length', '2']);
+    assert.equal(head.rest.toString(), 'ok');
+    const mixed = parseResponseHead(Buffer.from('HTTP/1.1 204 No Content\r\nA: b\n\r\n'));
+    assert.deepEqual(mixed?.rawHeaders, ['A', 'b']);
+    assert.equal(mixed?.rest.length, 0);
+  });
+
   test('malformed and oversized heads are errors', () => {
     assert.throws(() => parseResponseHead(Buffer.from('SSH-2.0\r\n\r\n')), ResponseHeadError);
     assert.throws(

@@ -50,15 +50,15 @@ export class ResponseHeadError extends Error {}
  * ResponseHeadError for a malformed head or one beyond MAX_HEAD_BYTES.
  */
 export function parseResponseHead(data: Buffer): ResponseHead | undefined {
-  const end = data.indexOf('\r\n\r\n');
-  if (end < 0) {
+  const end = headEnd(data);
+  if (end === undefined) {
     if (data.length > MAX_HEAD_BYTES)
       throw new ResponseHeadError(`The response head is over ${MAX_HEAD_BYTES} bytes`);
     return undefined;
   }
-  if (end + 4 > MAX_HEAD_BYTES)
+  if (end.length > MAX_HEAD_BYTES)
     throw new ResponseHeadError(`The response head is over ${MAX_HEAD_BYTES} bytes`);
-  const lines = data.toString('latin1', 0, end).split('\r\n');
+  const lines = data.toString('latin1', 0, end.text).split(/\r?\n/);
   const status = /^HTTP\/1\.[01] (\d{3})(?: (.*))?$/.exec(lines[0] ?? '');
   if (status === null)
     throw new ResponseHeadError(`Bad status line ${JSON.stringify(lines[0] ?? '')}`);
@@ -73,9 +73,23 @@ export function parseResponseHead(data: Buffer): ResponseHead | undefined {
     status: Number(status[1]),
     statusText: status[2] ?? '',
     rawHeaders,
-    bytes: data.subarray(0, end + 4),
-    rest: data.subarray(end + 4),
+    bytes: data.subarray(0, end.length),
+    rest: data.subarray(end.length),
   };
+}
+
+/**
+ * Where the head ends: `text`, the end of its last line; `length`, past the blank
+ * line. Lines may end in a bare LF, which Go's client (the kubelet's) and Node's both
+ * accept, so a pod's odd HTTP server probes the same under berth.
+ */
+function headEnd(data: Buffer): { text: number; length: number } | undefined {
+  for (let nl = data.indexOf(0x0a); nl >= 0; nl = data.indexOf(0x0a, nl + 1)) {
+    const text = nl > 0 && data[nl - 1] === 0x0d ? nl - 1 : nl;
+    if (data[nl + 1] === 0x0a) return { text, length: nl + 2 };
+    if (data[nl + 1] === 0x0d && data[nl + 2] === 0x0a) return { text, length: nl + 3 };
+  }
+  return undefined;
 }
 
 /** The value of header `name` (case-insensitive; the first of several). */
