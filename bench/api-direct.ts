@@ -15,19 +15,19 @@
  */
 import { readFile } from 'node:fs/promises';
 import { Agent, request } from 'node:https';
-import { cpus, loadavg, release, totalmem } from 'node:os';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { pinnedVersions, REPO_ROOT } from '../test/harness/binaries.ts';
+import { REPO_ROOT } from '../test/harness/binaries.ts';
 import type { Cluster } from '../test/harness/cluster.ts';
 import { run } from '../test/harness/exec.ts';
 import { AGENTS } from './agents.ts';
 import {
-  berthLauncher,
   clearRuntime,
   prepareNamespace,
+  reportHead,
   runName,
   startBenchCluster,
   stopBenchCluster,
@@ -205,24 +205,10 @@ async function main(): Promise<void> {
       results.push(await measure(bench.cluster, name, requests));
       await clearRuntime(bench.cluster);
     }
-    const versions = pinnedVersions();
     const out = values.out ?? join(REPO_ROOT, 'bench', 'results', `api-direct-${runId}.json`);
     await writeReport(out, {
-      benchmark: 'api-direct',
-      run: runId,
-      date: new Date().toISOString(),
-      machine: {
-        cpus: cpus().length,
-        memoryGiB: Math.round(totalmem() / 2 ** 30),
-        kernel: release(),
-        loadAverage: { atStart: loadAtStart, atEnd: loadavg() },
-      },
-      versions: {
-        kubernetes: versions['KUBERNETES_VERSION'],
-        containerd: versions['CONTAINERD_VERSION'],
-      },
+      ...(await reportHead('api-direct', runId, loadAtStart)),
       options: { requests, agents },
-      berthLauncher: await berthLauncher(),
       agents: results,
     });
     log(`results in ${out}`);

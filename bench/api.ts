@@ -17,12 +17,12 @@
  */
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
-import { cpus, loadavg, release, totalmem } from 'node:os';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { pinnedVersions, REPO_ROOT } from '../test/harness/binaries.ts';
+import { REPO_ROOT } from '../test/harness/binaries.ts';
 import type { Cluster } from '../test/harness/cluster.ts';
 import { run } from '../test/harness/exec.ts';
 import { AGENTS } from './agents.ts';
@@ -30,11 +30,11 @@ import { cpuMsPer, forwardedPort, MarkerScanner, mibPerSecond, parseBytes } from
 import {
   clearRuntime,
   prepareNamespace,
+  reportHead,
   runName,
   startBenchCluster,
   stopBenchCluster,
   writeReport,
-  berthLauncher,
 } from './cluster-prep.ts';
 import { cpuSeconds, summarize, type Summary } from './stats.ts';
 
@@ -347,23 +347,9 @@ async function main(): Promise<void> {
       const leftover = await clearRuntime(cluster);
       if (leftover > 0) log(`${name} left ${leftover} sandboxes in the runtime`);
     }
-    const versions = pinnedVersions();
     const report = {
-      benchmark: 'api',
-      run: runId,
-      date: new Date().toISOString(),
-      machine: {
-        cpus: cpus().length,
-        memoryGiB: Math.round(totalmem() / 2 ** 30),
-        kernel: release(),
-        loadAverage: { atStart: loadAtStart, atEnd: loadavg() },
-      },
-      versions: {
-        kubernetes: versions['KUBERNETES_VERSION'],
-        containerd: versions['CONTAINERD_VERSION'],
-      },
+      ...(await reportHead('api', runId, loadAtStart)),
       options,
-      berthLauncher: await berthLauncher(),
       agents: results,
     };
     const out = options.out ?? join(REPO_ROOT, 'bench', 'results', `api-${runId}.json`);

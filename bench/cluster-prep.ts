@@ -3,11 +3,13 @@
  * API client, the namespace pods go to, an empty runtime, and the run's name.
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { format, resolveConfig } from 'prettier';
 import { GrpcCriClient } from '../src/cri/index.ts';
 import { BERTH_LAUNCHER } from '../test/harness/berth-node.ts';
+import { pinnedVersions } from '../test/harness/binaries.ts';
 import { startCluster, type Cluster } from '../test/harness/cluster.ts';
 import { stopRunningAgents } from './agents.ts';
 import { ApiError, KubeApi } from './kube-api.ts';
@@ -122,4 +124,33 @@ export async function berthLauncher(): Promise<{ path: string; exec: string }> {
   const text = await readFile(BERTH_LAUNCHER, 'utf8').catch(() => '');
   const exec = text.split('\n').find((l) => l.trimStart().startsWith('exec ')) ?? '';
   return { path: BERTH_LAUNCHER, exec: exec.trim() };
+}
+
+/**
+ * What every result file of the API benchmarks starts with: which benchmark and run,
+ * the machine (its load average at the run's start and now), the pinned versions and
+ * how berth was started.
+ */
+export async function reportHead(
+  benchmark: string,
+  run: string,
+  loadAtStart: readonly number[],
+): Promise<Record<string, unknown>> {
+  const versions = pinnedVersions();
+  return {
+    benchmark,
+    run,
+    date: new Date().toISOString(),
+    machine: {
+      cpus: cpus().length,
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+      kernel: release(),
+      loadAverage: { atStart: loadAtStart, atEnd: loadavg() },
+    },
+    versions: {
+      kubernetes: versions['KUBERNETES_VERSION'],
+      containerd: versions['CONTAINERD_VERSION'],
+    },
+    berthLauncher: await berthLauncher(),
+  };
 }
