@@ -172,7 +172,13 @@ export function proxyUpgrade(
     client.write(answerHead(res));
     const length = Number(headerValue(res.rawHeaders, 'content-length') ?? Number.NaN);
     if (Number.isSafeInteger(length) && length >= 0) bodyLeft = length;
-    else upstream.setTimeout(ANSWER_QUIET_MS, () => upstream.destroy());
+    else {
+      // Ended, not destroyed: the client keeps what it has yet to flush.
+      upstream.setTimeout(ANSWER_QUIET_MS, () => {
+        client.end();
+        upstream.destroy();
+      });
+    }
     if (res.rest.length > 0 || bodyLeft === 0) return relayAnswer(res.rest, undefined);
     return true;
   };
