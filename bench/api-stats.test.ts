@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { cpuMsPer, forwardedPort, MarkerScanner, mibPerSecond, parseBytes } from './api-stats.ts';
+import {
+  cpuMsPer,
+  forwardedPort,
+  MarkerScanner,
+  mibPerSecond,
+  parseBytes,
+  passOrder,
+  poolPasses,
+  type PassSamples,
+} from './api-stats.ts';
 
 describe('api benchmark numbers', () => {
   test('throughput and CPU per unit, none without time or units', () => {
@@ -26,5 +35,30 @@ describe('api benchmark numbers', () => {
     assert.equal(parseBytes('64Mi'), 64 * 2 ** 20);
     assert.equal(parseBytes('512'), 512);
     assert.throws(() => parseBytes('1.5Gi'), /Cannot parse size/);
+  });
+
+  test('passes alternate the agents and pool into one sample set', () => {
+    assert.deepEqual(passOrder(['berth', 'upstream'], 3), [
+      ['berth', 'upstream'],
+      ['upstream', 'berth'],
+      ['berth', 'upstream'],
+    ]);
+    assert.deepEqual(passOrder(['berth'], 2), [['berth'], ['berth']]);
+    const pass = (ms: number, cpu: number): PassSamples => ({
+      execMs: [ms, ms + 1],
+      execCpuSeconds: cpu,
+      firstByteMs: [ms],
+      logsMiBps: [ms / 10, null],
+      logsCpuSeconds: cpu,
+      logsMiB: 64,
+      forwardMiBps: [ms],
+      forwardCpuSeconds: cpu / 2,
+      forwardMiB: 128,
+    });
+    const pooled = poolPasses([pass(100, 0.2), pass(200, 0.4)]);
+    assert.deepEqual(pooled.execMs, [100, 101, 200, 201]);
+    assert.deepEqual(pooled.logsMiBps, [10, null, 20, null]);
+    assert.equal(cpuMsPer(pooled.execCpuSeconds, pooled.execMs.length), 150);
+    assert.equal(cpuMsPer(pooled.forwardCpuSeconds, pooled.forwardMiB), 1.172);
   });
 });

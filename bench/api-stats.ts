@@ -83,3 +83,44 @@ export function parseBytes(text: string): number {
     match[2] === 'Gi' ? 2 ** 30 : match[2] === 'Mi' ? 2 ** 20 : match[2] === 'Ki' ? 1024 : 1;
   return Number(match[1]) * unit;
 }
+
+/**
+ * The order agents are measured in over `passes` passes: as given, then reversed, and
+ * so on (A B, B A, A B). The machine drifts over a run (its load, the cluster's caches,
+ * containerd's state), and agents measured one after another in one order would each
+ * take the drift of their slot; alternating spreads it over both.
+ */
+export function passOrder(agents: readonly string[], passes: number): string[][] {
+  return Array.from({ length: passes }, (_, p) =>
+    p % 2 === 0 ? [...agents] : [...agents].reverse(),
+  );
+}
+
+/** What one pass of one agent measured, before pooling. */
+export interface PassSamples {
+  readonly execMs: readonly number[];
+  readonly execCpuSeconds: number;
+  readonly firstByteMs: readonly number[];
+  readonly logsMiBps: readonly (number | null)[];
+  readonly logsCpuSeconds: number;
+  readonly logsMiB: number;
+  readonly forwardMiBps: readonly (number | null)[];
+  readonly forwardCpuSeconds: number;
+  readonly forwardMiB: number;
+}
+
+/** An agent's passes as one: samples joined, CPU per unit over all of them. */
+export function poolPasses(passes: readonly PassSamples[]): PassSamples {
+  const sum = (f: (p: PassSamples) => number): number => passes.reduce((a, p) => a + f(p), 0);
+  return {
+    execMs: passes.flatMap((p) => p.execMs),
+    execCpuSeconds: sum((p) => p.execCpuSeconds),
+    firstByteMs: passes.flatMap((p) => p.firstByteMs),
+    logsMiBps: passes.flatMap((p) => p.logsMiBps),
+    logsCpuSeconds: sum((p) => p.logsCpuSeconds),
+    logsMiB: sum((p) => p.logsMiB),
+    forwardMiBps: passes.flatMap((p) => p.forwardMiBps),
+    forwardCpuSeconds: sum((p) => p.forwardCpuSeconds),
+    forwardMiB: sum((p) => p.forwardMiB),
+  };
+}

@@ -4,7 +4,7 @@
  * real API server.
  *
  *   node_modules/.bin/node bench/api.ts [--execs 30] [--log-size 64Mi]
- *                                       [--forward-size 64Mi] [--rounds 3]
+ *                                       [--forward-size 64Mi] [--rounds 3] [--passes 1]
  *                                       [--agents berth,upstream] [--out file.json]
  *
  * Per agent: `kubectl exec -- true` `execs` times in a row (round trip p50/p99); per
@@ -12,8 +12,9 @@
  * 100-byte lines and a marker (first byte of the follow, then throughput until the
  * marker); per round, `kubectl port-forward` to busybox httpd and one GET of a
  * `forward-size` file through it (throughput). The agent's CPU time per exec and per
- * MiB is read from /proc around each phase. Writes JSON under bench/results/ and prints
- * a markdown table.
+ * MiB is read from /proc around each phase. With `passes` > 1 every agent is measured
+ * that many times, the order alternating (A B, B A, ...), and its passes pooled. Writes
+ * JSON under bench/results/ and prints a markdown table.
  */
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
@@ -26,7 +27,16 @@ import { REPO_ROOT } from '../test/harness/binaries.ts';
 import type { Cluster } from '../test/harness/cluster.ts';
 import { run } from '../test/harness/exec.ts';
 import { AGENTS } from './agents.ts';
-import { cpuMsPer, forwardedPort, MarkerScanner, mibPerSecond, parseBytes } from './api-stats.ts';
+import {
+  cpuMsPer,
+  forwardedPort,
+  MarkerScanner,
+  mibPerSecond,
+  parseBytes,
+  passOrder,
+  poolPasses,
+  type PassSamples,
+} from './api-stats.ts';
 import {
   clearRuntime,
   prepareNamespace,
@@ -46,6 +56,7 @@ interface Options {
   readonly logBytes: number;
   readonly forwardBytes: number;
   readonly rounds: number;
+  readonly passes: number;
   readonly agents: readonly string[];
   readonly out: string | undefined;
 }
@@ -73,6 +84,7 @@ function parseOptions(argv: readonly string[]): Options {
       'log-size': { type: 'string', default: '64Mi' },
       'forward-size': { type: 'string', default: '64Mi' },
       rounds: { type: 'string', default: '3' },
+      passes: { type: 'string', default: '1' },
       agents: { type: 'string', default: 'berth,upstream' },
       out: { type: 'string' },
     },
@@ -93,6 +105,7 @@ function parseOptions(argv: readonly string[]): Options {
     logBytes: parseBytes(values['log-size']),
     forwardBytes: parseBytes(values['forward-size']),
     rounds: count('rounds', values.rounds),
+    passes: count('passes', values.passes),
     agents,
     out: values.out,
   };
@@ -185,27 +198,34 @@ function download(port: number): Promise<{ bytes: number; ms: number }> {
   });
 }
 
-async function measure(cluster: Cluster, name: string, o: Options): Promise<AgentResult> {
+/** One pass of agent `name`: `pass` names its pods apart from the earlier passes' ones. */
+async function measure(
+  cluster: Cluster,
+  name: string,
+  pass: number,
+  o: Options,
+): Promise<PassSamples> {
   const agent = AGENTS[name];
   if (agent === undefined) throw new Error(`Cannot benchmark agent ${name}`);
   const running = await agent.start(cluster, { maxPods: 10, log });
   const pid = running.pid ?? 0;
   const node = running.nodeName;
   const cpu = () => cpuSeconds(pid);
+  const prefix = `${name}-${pass}`;
   try {
     const logger = (r: number) =>
       pod(
         cluster,
-        `${name}-logs-${r}`,
+        `${prefix}-logs-${r}`,
         node,
         `echo ready; while [ ! -e /tmp/go ]; do sleep 0.05; done; ` +
           `head -c ${o.logBytes} /dev/zero | tr '\\0' a | fold -w 99; echo ${MARKER}; sleep 3600`,
       );
     const pods = [
-      pod(cluster, `${name}-exec`, node, 'sleep 3600'),
+      pod(cluster, `${prefix}-exec`, node, 'sleep 3600'),
       pod(
         cluster,
-        `${name}-web`,
+        `${prefix}-web`,
         node,
         `mkdir -p /www; head -c ${o.forwardBytes} /dev/zero > /www/big; echo up; httpd -f -p 8080 -h /www`,
       ),
@@ -219,12 +239,15 @@ async function measure(cluster: Cluster, name: string, o: Options): Promise<Agen
       kubectlArgs(cluster, ['wait', '--for=condition=Ready', 'pod', '--all', '--timeout=180s']),
       { timeoutMs: 200_000 },
     );
-    log(`${name}: ${o.execs} execs`);
+    log(`${name} (pass ${pass + 1}): ${o.execs} execs`);
     const execMs: number[] = [];
     const execCpu0 = await cpu();
     for (let i = 0; i < o.execs; i++) {
       const t = performance.now();
-      await run(cluster.bin.kubectl, kubectlArgs(cluster, ['exec', `${name}-exec`, '--', 'true']));
+      await run(
+        cluster.bin.kubectl,
+        kubectlArgs(cluster, ['exec', `${prefix}-exec`, '--', 'true']),
+      );
       execMs.push(performance.now() - t);
     }
     const execCpu = (await cpu()) - execCpu0;
@@ -233,7 +256,7 @@ async function measure(cluster: Cluster, name: string, o: Options): Promise<Agen
     const logsMiBps: (number | null)[] = [];
     const logsCpu0 = await cpu();
     for (let r = 0; r < o.rounds; r++) {
-      const podName = `${name}-logs-${r}`;
+      const podName = `${prefix}-logs-${r}`;
       let sawFirst: () => void = () => undefined;
       const first = new Promise<void>((resolve) => (sawFirst = resolve));
       const f = follow(cluster, ['logs', '-f', podName], () => {
@@ -259,7 +282,7 @@ async function measure(cluster: Cluster, name: string, o: Options): Promise<Agen
     for (let r = 0; r < o.rounds; r++) {
       const child = spawn(
         cluster.bin.kubectl,
-        kubectlArgs(cluster, ['port-forward', `pod/${name}-web`, ':8080']),
+        kubectlArgs(cluster, ['port-forward', `pod/${prefix}-web`, ':8080']),
         { stdio: ['ignore', 'pipe', 'inherit'] },
       );
       try {
@@ -285,14 +308,15 @@ async function measure(cluster: Cluster, name: string, o: Options): Promise<Agen
     const forwardCpu = (await cpu()) - forwardCpu0;
     const mib = (bytes: number) => (bytes * o.rounds) / 2 ** 20;
     return {
-      agent: name,
-      exec: summarize(execMs),
-      execCpuMs: cpuMsPer(execCpu, o.execs),
-      logsFirstByte: summarize(firstBytes),
+      execMs,
+      execCpuSeconds: execCpu,
+      firstByteMs: firstBytes,
       logsMiBps,
-      logsCpuMsPerMiB: cpuMsPer(logsCpu, mib(o.logBytes)),
+      logsCpuSeconds: logsCpu,
+      logsMiB: mib(o.logBytes),
       forwardMiBps,
-      forwardCpuMsPerMiB: cpuMsPer(forwardCpu, mib(o.forwardBytes)),
+      forwardCpuSeconds: forwardCpu,
+      forwardMiB: mib(o.forwardBytes),
     };
   } finally {
     await run(
@@ -311,6 +335,20 @@ async function measure(cluster: Cluster, name: string, o: Options): Promise<Agen
   }
 }
 
+function result(agent: string, passes: readonly PassSamples[]): AgentResult {
+  const p = poolPasses(passes);
+  return {
+    agent,
+    exec: summarize(p.execMs),
+    execCpuMs: cpuMsPer(p.execCpuSeconds, p.execMs.length),
+    logsFirstByte: summarize(p.firstByteMs),
+    logsMiBps: p.logsMiBps,
+    logsCpuMsPerMiB: cpuMsPer(p.logsCpuSeconds, p.logsMiB),
+    forwardMiBps: p.forwardMiBps,
+    forwardCpuMsPerMiB: cpuMsPer(p.forwardCpuSeconds, p.forwardMiB),
+  };
+}
+
 function table(results: readonly AgentResult[], o: Options): string {
   const list = (xs: readonly (number | null)[]) => xs.map((x) => x ?? '—').join(' / ');
   const rows = results.map((r) =>
@@ -326,7 +364,7 @@ function table(results: readonly AgentResult[], o: Options): string {
     ].join(' | '),
   );
   return [
-    `| agent | kubectl exec -- true p50 / p99 (ms, n=${o.execs}) | agent CPU per exec (ms) | logs -f first byte p50 / max (ms) | logs -f MiB/s per round | agent CPU per log MiB (ms) | port-forward MiB/s per round | agent CPU per forwarded MiB (ms) |`,
+    `| agent | kubectl exec -- true p50 / p99 (ms, n=${o.execs * o.passes}) | agent CPU per exec (ms) | logs -f first byte p50 / max (ms) | logs -f MiB/s per round | agent CPU per log MiB (ms) | port-forward MiB/s per round | agent CPU per forwarded MiB (ms) |`,
     '| --- | --- | --- | --- | --- | --- | --- | --- |',
     ...rows.map((r) => `| ${r} |`),
   ].join('\n');
@@ -341,16 +379,22 @@ async function main(): Promise<void> {
   const { cluster, api } = bench;
   try {
     await prepareNamespace(api, NAMESPACE);
-    const results: AgentResult[] = [];
-    for (const name of options.agents) {
-      results.push(await measure(cluster, name, options));
-      const leftover = await clearRuntime(cluster);
-      if (leftover > 0) log(`${name} left ${leftover} sandboxes in the runtime`);
+    const passes = new Map<string, PassSamples[]>(options.agents.map((a) => [a, []]));
+    const order = passOrder(options.agents, options.passes);
+    for (const [pass, names] of order.entries()) {
+      for (const name of names) {
+        passes.get(name)?.push(await measure(cluster, name, pass, options));
+        const leftover = await clearRuntime(cluster);
+        if (leftover > 0) log(`${name} left ${leftover} sandboxes in the runtime`);
+      }
     }
+    const results = options.agents.map((a) => result(a, passes.get(a) ?? []));
     const report = {
       ...(await reportHead('api', runId, loadAtStart)),
       options,
+      order,
       agents: results,
+      passes: Object.fromEntries(passes),
     };
     const out = options.out ?? join(REPO_ROOT, 'bench', 'results', `api-${runId}.json`);
     await writeReport(out, report);
