@@ -16,10 +16,11 @@
  * - The caller's AbortSignal destroys the request, before or after the headers; its
  *   listener goes when the response closes.
  */
-import * as http from 'node:http';
+import type * as http from 'node:http';
 import * as https from 'node:https';
 import { finished } from 'node:stream/promises';
 import { BerthError } from '../util/errors.ts';
+import { Agent as HttpAgent, request as httpRequest } from '../util/node-http.ts';
 import type { KubeCredentials } from './kubeconfig.ts';
 
 /** How long an unused keep-alive socket stays open (client-go's idle timeout is 90 s; undici's was 30 s here). */
@@ -71,8 +72,8 @@ export class Endpoint {
       });
       this.#request = https.request;
     } else {
-      this.#agent = new http.Agent(common);
-      this.#request = http.request;
+      this.#agent = new HttpAgent(common);
+      this.#request = httpRequest;
     }
   }
 

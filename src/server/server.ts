@@ -6,12 +6,7 @@
  * destroys connections in flight, upgraded streams included.
  */
 import { readFile } from 'node:fs/promises';
-import {
-  createServer as createHttpServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { Socket, type AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -23,6 +18,7 @@ import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { StatsProvider } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAbortError } from '../util/errors.ts';
+import { createServer as createHttpServer } from '../util/node-http.ts';
 import type { Logger } from '../util/logger.ts';
 import {
   alwaysAllow,

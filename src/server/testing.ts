@@ -3,10 +3,11 @@
  * from openssl, a webhook authorizer that records what it was asked, the options every
  * such test starts from, and a one-shot HTTP(S) client.
  */
-import { request as httpRequest, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import type { KubeClient } from '../kube/types.ts';
+import { request as httpRequest } from '../util/node-http.ts';
 import { writeTestCertificate } from '../util/test-certificate.ts';
 import type { KubeletServerOptions } from './server.ts';
 

@@ -3,10 +3,11 @@
  * listener and the kubelet_http_* request accounting (labelled by server_type, as
  * upstream labels the read-write :10250 and the read-only port apart).
  */
-import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
 import type { KubeletMetrics } from '../metrics/registry.ts';
+import { createServer as createHttpServer } from '../util/node-http.ts';
 
 /** The CIS-approved TLS 1.2 suites; TLS 1.3 suites are all strong and left as Node's. */
 export const TLS_SETTINGS = {
