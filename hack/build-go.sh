@@ -10,20 +10,29 @@ command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the bu
 
 build_module() { # name version moddir unused pkg...
   local name=$1 version=$2 moddir=$3 out=$4; shift 4
-  local dest="$BERTH_CACHE/bin/$name-$version"
+  local dest="$BERTH_CACHE/bin/$name-$version" lock
+  mkdir -p "$BERTH_CACHE/bin"
+  # Two set-ups at once (two `make` runs) would build into the same $dest.tmp and then
+  # remove each other's result: the second waits here, then finds the cache complete.
+  exec {lock}>"$dest.lock"
+  if ! flock -n "$lock"; then
+    log "$name $version: another set-up is building it; waiting"
+    flock "$lock"
+  fi
   if [ -f "$dest/.complete" ]; then
     # A cache made before a package joined the list lacks its binary: build only those
     # (RENAME'd modules never grow, so their binaries are named after the package).
     local pkg missing=()
     for pkg in "$@"; do [ -n "${RENAME:-}" ] || [ -x "$dest/${pkg##*/}" ] || missing+=("$pkg"); done
-    if [ ${#missing[@]} -eq 0 ]; then log "$name $version: cached in $dest"; return 0; fi
+    if [ ${#missing[@]} -eq 0 ]; then log "$name $version: cached in $dest"; exec {lock}>&-; return 0; fi
     log "$name $version: cached in $dest, but without ${missing[*]##*/}; building just those"
     rm -rf "$dest.add" && mkdir -p "$dest.add"
     (cd "$moddir" && with_heartbeat "$name download" go mod download)
     log "$name $version: compiling ${missing[*]##*/} (a few minutes on 2 cores)"
     (cd "$moddir" && with_heartbeat "$name build" go build -trimpath -ldflags "$LDFLAGS" -o "$dest.add/" "${missing[@]}")
-    mv "$dest.add"/* "$dest/" && rmdir "$dest.add"
+    mv "$dest.add"/* "$dest/" && rmdir "$dest.add" || die "$name $version: cannot move the new binaries into $dest"
     log "$name $version: added ${missing[*]##*/} to $dest"
+    exec {lock}>&-
     return 0
   fi
   mkdir -p "$dest.tmp"
@@ -33,8 +42,12 @@ build_module() { # name version moddir unused pkg...
   (cd "$moddir" && with_heartbeat "$name build" go build -trimpath -ldflags "$LDFLAGS" -o "$dest.tmp/" "$@")
   # `go build` names a binary after its package path, minus a /vN suffix.
   if [ -n "${RENAME:-}" ]; then mv "$dest.tmp/${RENAME%%:*}" "$dest.tmp/${RENAME#*:}"; fi
-  rm -rf "$dest" && mv "$dest.tmp" "$dest" && touch "$dest/.complete"
+  # An && list is exempt from set -e: a failed step must stop the set-up here, not
+  # report a build that is not in the cache.
+  rm -rf "$dest" && mv "$dest.tmp" "$dest" && touch "$dest/.complete" \
+    || die "$name $version: cannot move the build from $dest.tmp into $dest"
   log "$name $version: built into $dest"
+  exec {lock}>&-
 }
 
 build_kubernetes() {
