@@ -111,6 +111,14 @@ function mergeConditions(
 }
 
 /** RFC 3339 with second precision, as metav1.Time serializes. */
+/**
+ * Node.status.declaredFeatures (NodeDeclaredFeatures, on by default since 1.36): the
+ * API server sends WebSocket exec, attach and port-forward straight to a node declaring
+ * ExtendWebSocketsToKubelet (server/ws-translate.ts serves them). Upstream also declares
+ * features of in-place resize and container restart rules, which berth does not have.
+ */
+export const DECLARED_FEATURES: readonly string[] = ['ExtendWebSocketsToKubelet'];
+
 export function apiTime(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
@@ -152,9 +160,11 @@ export function buildNodeStatus(
     ...input.nodeIPs.map((ip) => ({ type: 'InternalIP', address: ip })),
     { type: 'Hostname', address: input.nodeName },
   ];
-  return {
+  const status: NodeStatus & { declaredFeatures: string[] } = {
     capacity,
     allocatable,
+    // NodeDeclaredFeatures: what the API server may rely on this node for.
+    declaredFeatures: [...DECLARED_FEATURES],
     conditions: mergeConditions(previous?.conditions, conditionSpecs(input), now),
     addresses,
     daemonEndpoints: { kubeletEndpoint: { Port: input.kubeletPort } },
@@ -171,6 +181,7 @@ export function buildNodeStatus(
       architecture: input.systemInfo.architecture,
     },
   };
+  return status;
 }
 
 /** The status with heartbeat times removed: what decides whether a post is needed. */

@@ -318,13 +318,27 @@ export async function serveContainerLogs(
 /** The kind of stream an upgrade route asks the runtime for. */
 export type StreamKind = 'exec' | 'attach' | 'portForward';
 
+/** The streams an exec or attach carries, as asked of the runtime (no stderr with a TTY). */
+export interface StreamFlags {
+  readonly stdin: boolean;
+  readonly stdout: boolean;
+  readonly stderr: boolean;
+  readonly tty: boolean;
+}
+
+/** What the runtime gave for a stream route: its URL, and for exec/attach the streams. */
+export interface StreamTarget {
+  readonly url: string;
+  readonly streams?: StreamFlags;
+}
+
 /** Asks the runtime for the streaming URL of /exec, /attach or /portForward. */
 export async function streamingUrl(
   deps: HandlerDeps,
   kind: StreamKind,
   target: ParsedTarget,
   signal: AbortSignal,
-): Promise<string> {
+): Promise<StreamTarget> {
   const [, namespace, podName, container] = target.segments;
   const expected = kind === 'portForward' ? 3 : 4;
   // Upstream also accepts /{ns}/{pod}/{uid}/{container}: the UID must then match.
@@ -364,7 +378,7 @@ export async function streamingUrl(
       { podSandboxId: sandbox.id, port: ports },
       { signal },
     );
-    return r.url;
+    return { url: r.url };
   }
   const name = withUid ? target.segments[4] : container;
   if (withUid && target.segments[3] !== uid)
@@ -383,20 +397,15 @@ export async function streamingUrl(
   const tty = boolParam(q, 'tty');
   if (!stdin && !stdout && !stderr)
     throw new HttpError(400, 'Cannot stream: at least one of stdin, stdout or stderr is required');
+  const streams: StreamFlags = { stdin, stdout, stderr: stderr && !tty, tty };
   if (kind === 'attach') {
-    const r = await deps.cri.runtime.attach(
-      { containerId: running.id, stdin, stdout, stderr: stderr && !tty, tty },
-      { signal },
-    );
-    return r.url;
+    const r = await deps.cri.runtime.attach({ containerId: running.id, ...streams }, { signal });
+    return { url: r.url, streams };
   }
   const cmd = q.getAll('command');
   if (cmd.length === 0) throw new HttpError(400, 'Cannot exec: no command given');
-  const r = await deps.cri.runtime.exec(
-    { containerId: running.id, cmd, stdin, stdout, stderr: stderr && !tty, tty },
-    { signal },
-  );
-  return r.url;
+  const r = await deps.cri.runtime.exec({ containerId: running.id, cmd, ...streams }, { signal });
+  return { url: r.url, streams };
 }
 
 /**

@@ -44,6 +44,7 @@ import {
 import { kubeletHealthChecks, serveMonitoring, type MonitoringDeps } from './monitoring.ts';
 import { serveNodeLogs } from './node-logs.ts';
 import { proxyUpgrade, writeRawResponse } from './streaming.ts';
+import { serveTranslated, translationFor } from './ws-translate.ts';
 import {
   createHealthzServer,
   firstSegment,
@@ -455,11 +456,15 @@ export class KubeletServer {
     void (async () => {
       const { target } = await this.#gate(req, websocket && req.method === 'GET', abort.signal);
       const kind = target.segments[0] as StreamKind;
-      const url = await streamingUrl(this.#handlers, kind, target, abort.signal);
-      proxyUpgrade(req, socket, head, url, {
+      const { url, streams } = await streamingUrl(this.#handlers, kind, target, abort.signal);
+      const options = {
         logger: this.#d.logger,
         idleTimeoutMs: this.#o.streamingConnectionIdleTimeoutMs ?? 0,
-      });
+      };
+      const translation = websocket ? translationFor(kind, req) : undefined;
+      if (translation !== undefined)
+        serveTranslated(req, socket, head, url, translation, streams, options);
+      else proxyUpgrade(req, socket, head, url, options);
     })().catch((err: unknown) => {
       this.#fail(err, req, (status, message) => {
         writeRawResponse(socket, status, message);

@@ -59,6 +59,23 @@ function isLoopback(hostname: string): boolean {
   return hostname === '127.0.0.1' || hostname === 'localhost' || hostname === '[::1]';
 }
 
+/**
+ * The runtime's streaming URL, or why it is refused: the streaming server is expected on
+ * loopback, and anything else is refused rather than turning the kubelet into a proxy
+ * to arbitrary hosts.
+ */
+export function runtimeStreamUrl(target: string): URL | string {
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    return 'The runtime returned an invalid streaming URL';
+  }
+  if (url.protocol !== 'http:' || !isLoopback(url.hostname))
+    return 'The runtime returned a non-loopback streaming URL';
+  return url;
+}
+
 function headerBlock(statusLine: string, raw: readonly string[]): string {
   let out = `${statusLine}\r\n`;
   for (let i = 0; i + 1 < raw.length; i += 2) out += `${raw[i] ?? ''}: ${raw[i + 1] ?? ''}\r\n`;
@@ -100,17 +117,9 @@ export function proxyUpgrade(
   options: ProxyOptions,
 ): void {
   const { logger } = options;
-  let url: URL;
-  try {
-    url = new URL(target);
-  } catch {
-    writeRawResponse(client, 500, 'The runtime returned an invalid streaming URL');
-    return;
-  }
-  // The runtime's streaming server is expected on loopback; anything else is refused
-  // rather than turning the kubelet into a proxy to arbitrary hosts.
-  if (url.protocol !== 'http:' || !isLoopback(url.hostname)) {
-    writeRawResponse(client, 500, 'The runtime returned a non-loopback streaming URL');
+  const url = runtimeStreamUrl(target);
+  if (typeof url === 'string') {
+    writeRawResponse(client, 500, url);
     return;
   }
   /** head: reading the runtime's answer; stream: upgraded; answer: relaying a refusal. */

@@ -400,4 +400,51 @@ describe('kubelet API on containerd2', () => {
     assert.match(data, /sec-websocket-protocol: v4\.channel\.k8s\.io/i);
     assert.match(data, /hi-ws/);
   });
+
+  test('a v5 WebSocket exec is served by berth: channels out, the status on channel 3', async () => {
+    const admin = await load(cluster.pki.kubeletClient);
+    const stream = openUpgrade(
+      port,
+      ca,
+      '/exec/default/logs/main?command=sh&command=-c&command=echo+hi-v5%3B+exit+4&stdout=1&stderr=1',
+      admin,
+      websocketHeaders(['v5.channel.k8s.io']),
+    );
+    await eventually('the exec status', () =>
+      Promise.resolve(stream.received().includes('"status"') ? true : undefined),
+    );
+    stream.socket.destroy();
+    const data = stream.received();
+    assert.match(data, /^HTTP\/1\.1 101/);
+    assert.match(data, /sec-websocket-protocol: v5\.channel\.k8s\.io/i);
+    // Unmasked binary frames: 0x82, the length, then the channel byte.
+    assert.ok(data.includes('\x82\x07\x01hi-v5\n'), JSON.stringify(data));
+    assert.match(data, /\x03\{.*"status":"Failure".*"reason":"NonZeroExitCode"/);
+    assert.match(data, /"causes":\[\{"reason":"ExitCode","message":"4"\}\]/);
+  });
+
+  test('kubectl streams reach berth as WebSockets from the API server (ExtendWebSocketsToKubelet)', async () => {
+    const node = JSON.parse(
+      (await kubectl(['get', 'node', berth.nodeName, '-o', 'json'])).stdout,
+    ) as {
+      status: { declaredFeatures?: string[] };
+    };
+    assert.ok(node.status.declaredFeatures?.includes('ExtendWebSocketsToKubelet'));
+    const proxied = async (): Promise<number> => {
+      const metrics = (await kubectl(['get', '--raw', '/metrics'])).stdout;
+      const line = metrics
+        .split('\n')
+        .find(
+          (l) =>
+            l.startsWith('apiserver_websocket_streaming_requests_total{') &&
+            l.includes('proxy_type="proxied_to_kubelet"') &&
+            l.includes('subresource="exec"'),
+        );
+      return line === undefined ? 0 : Number(line.split(' ').pop());
+    };
+    const before = await proxied();
+    const r = await kubectl(['exec', 'logs', '--', 'echo', 'through-berth']);
+    assert.equal(r.stdout, 'through-berth\n');
+    assert.equal(await proxied(), before + 1);
+  });
 });

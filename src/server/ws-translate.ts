@@ -1,0 +1,411 @@
+/**
+ * WebSocket streams served by berth itself (ExtendWebSocketsToKubelet): a node that
+ * declares the feature gets kubectl's WebSocket exec, attach and port-forward passed
+ * through by the API server unchanged, instead of the API server translating them into
+ * SPDY and relaying every frame through the kubelet. The SPDY the runtime's streaming
+ * server speaks then stays on the node's loopback, which is why upstream moved the
+ * translation there: creating an exec's streams is one round trip per stream, and
+ * through the API server each crossed two more TLS hops.
+ *
+ * - v5.channel.k8s.io (exec, attach): WebSocket messages carry a channel byte (0 stdin,
+ *   1 stdout, 2 stderr, 3 error, 4 resize, 255 close) and are mapped to the SPDY streams
+ *   of remote command protocol v4 at the runtime (spdy.ts). The runtime's error stream
+ *   already carries the metav1.Status a v5 client reads on channel 3.
+ * - SPDY/3.1+portforward.k8s.io (port-forward): the WebSocket messages are SPDY bytes
+ *   from kubectl, end to end with the runtime; berth opens the runtime's SPDY upgrade
+ *   and moves the bytes between the two.
+ *
+ * Any other WebSocket protocol is proxied as is (streaming.ts): the runtime serves the
+ * older channel protocols itself.
+ */
+import type { IncomingMessage } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { WebSocket, WebSocketServer } from 'ws';
+import type { Logger } from '../util/logger.ts';
+import { headerValue, parseResponseHead, ResponseHeadError } from '../util/http1.ts';
+import type { StreamFlags, StreamKind } from './handlers.ts';
+import {
+  controlStreamId,
+  dataFrame,
+  FrameReader,
+  FrameType,
+  HeaderBlockWriter,
+  MAX_FRAME_PAYLOAD,
+  pingFrame,
+  SpdyProtocolError,
+  synStream,
+} from './spdy.ts';
+import { runtimeStreamUrl, writeRawResponse } from './streaming.ts';
+
+export const V5_PROTOCOL = 'v5.channel.k8s.io';
+export const TUNNEL_PROTOCOL = 'SPDY/3.1+portforward.k8s.io';
+/** The remote command protocol berth asks of the runtime over SPDY. */
+const RUNTIME_EXEC_PROTOCOL = 'v4.channel.k8s.io';
+const RUNTIME_PORTFORWARD_PROTOCOL = 'portforward.k8s.io';
+
+const Channel = { stdin: 0, stdout: 1, stderr: 2, error: 3, resize: 4, close: 255 } as const;
+
+/** Pause the runtime side while this much is queued for the WebSocket client. */
+const CLIENT_HIGH_WATER = 1024 * 1024;
+/** Largest WebSocket message accepted from the client (stdin or tunnelled SPDY). */
+const MAX_MESSAGE = 16 * 1024 * 1024;
+
+export type Translation = 'channels' | 'tunnel';
+
+function offeredProtocols(req: IncomingMessage): Set<string> {
+  const raw = req.headers['sec-websocket-protocol'] ?? '';
+  return new Set(
+    raw
+      .split(',')
+      .map((p) => p.trim())
+      .filter((p) => p !== ''),
+  );
+}
+
+/** The translation a WebSocket upgrade to `kind` asks for; undefined: proxy it as is. */
+export function translationFor(kind: StreamKind, req: IncomingMessage): Translation | undefined {
+  const offered = offeredProtocols(req);
+  if (kind === 'portForward') return offered.has(TUNNEL_PROTOCOL) ? 'tunnel' : undefined;
+  return offered.has(V5_PROTOCOL) ? 'channels' : undefined;
+}
+
+let wss: Promise<WebSocketServer> | undefined;
+
+/** The WebSocket server, loaded on first use: most nodes never serve a stream. */
+function webSocketServer(): Promise<WebSocketServer> {
+  wss ??= import('ws').then(
+    ({ WebSocketServer: Server }) =>
+      new Server({
+        noServer: true,
+        clientTracking: false,
+        perMessageDeflate: false,
+        maxPayload: MAX_MESSAGE,
+        handleProtocols: (offered: Set<string>) =>
+          offered.has(V5_PROTOCOL) ? V5_PROTOCOL : offered.has(TUNNEL_PROTOCOL) && TUNNEL_PROTOCOL,
+      }),
+  );
+  return wss;
+}
+
+export interface TranslateOptions {
+  readonly logger: Logger;
+  /** streamingConnectionIdleTimeout (ms); 0 never. */
+  readonly idleTimeoutMs: number;
+}
+
+/** A metav1.Status as upstream's NewInternalError words it. */
+function internalErrorStatus(message: string): string {
+  return JSON.stringify({
+    metadata: {},
+    status: 'Failure',
+    message: `Internal error occurred: ${message}`,
+    reason: 'InternalError',
+    details: { causes: [{ message }] },
+    code: 500,
+  });
+}
+
+/**
+ * Opens the runtime's SPDY upgrade for `url`; resolves with the socket and any bytes
+ * past the 101, rejects with a message for anything else.
+ */
+function openRuntime(
+  url: URL,
+  protocol: string,
+  signal: AbortSignal,
+): Promise<{ socket: Socket; rest: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: url.hostname, port: url.port === '' ? 80 : Number(url.port) });
+    socket.setNoDelay(true);
+    let pending = Buffer.alloc(0);
+    const fail = (message: string): void => {
+      socket.destroy();
+      reject(new Error(message));
+    };
+    const onAbort = (): void => {
+      fail('the client went away');
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    const onData = (chunk: Buffer): void => {
+      pending = Buffer.concat([pending, chunk]);
+      let head;
+      try {
+        head = parseResponseHead(pending);
+      } catch (err) {
+        if (!(err instanceof ResponseHeadError)) throw err;
+        fail(`the runtime streaming server sent a malformed answer: ${err.message}`);
+        return;
+      }
+      if (head === undefined) return;
+      socket.off('data', onData);
+      socket.off('error', onError);
+      socket.off('end', onEnd);
+      signal.removeEventListener('abort', onAbort);
+      if (head.status !== 101) {
+        const body = head.rest.toString('utf8', 0, Math.min(head.rest.length, 512)).trim();
+        fail(`unable to upgrade connection: ${body === '' ? head.statusText : body}`);
+        return;
+      }
+      const agreed = headerValue(head.rawHeaders, 'x-stream-protocol-version');
+      if (agreed !== undefined && agreed !== protocol) {
+        fail(`the runtime agreed to protocol ${agreed}, not ${protocol}`);
+        return;
+      }
+      resolve({ socket, rest: head.rest });
+    };
+    const onError = (err: Error): void => {
+      fail(`cannot reach the runtime streaming server: ${err.message}`);
+    };
+    const onEnd = (): void => {
+      fail('the runtime streaming server closed without an answer');
+    };
+    socket.on('data', onData);
+    socket.on('error', onError);
+    socket.on('end', onEnd);
+    socket.write(
+      `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
+        `Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: ${protocol}\r\n` +
+        `Content-Length: 0\r\n\r\n`,
+    );
+  });
+}
+
+/**
+ * Accepts the WebSocket upgrade `req` and serves it by `translation` against the runtime
+ * URL `target`. Never throws: failures close the WebSocket, or answer the upgrade.
+ */
+export function serveTranslated(
+  req: IncomingMessage,
+  client: Duplex,
+  head: Buffer,
+  target: string,
+  translation: Translation,
+  streams: StreamFlags | undefined,
+  options: TranslateOptions,
+): void {
+  const url = runtimeStreamUrl(target);
+  if (typeof url === 'string') {
+    writeRawResponse(client, 500, url);
+    return;
+  }
+  const abort = new AbortController();
+  client.once('close', () => {
+    abort.abort();
+  });
+  // The runtime's upgrade goes out while the WebSocket handshake is answered.
+  const runtime = openRuntime(
+    url,
+    translation === 'tunnel' ? RUNTIME_PORTFORWARD_PROTOCOL : RUNTIME_EXEC_PROTOCOL,
+    abort.signal,
+  );
+  runtime.catch(() => undefined);
+  webSocketServer()
+    .then((server) => {
+      server.handleUpgrade(req, client, head, (ws) => {
+        const ctx = { ws, client, runtime, options };
+        if (translation === 'tunnel') tunnel(ctx);
+        else channels(ctx, streams ?? { stdin: false, stdout: true, stderr: true, tty: false });
+      });
+    })
+    .catch((err: unknown) => {
+      options.logger.error('Cannot serve a WebSocket stream', { error: String(err) });
+      writeRawResponse(client, 500, 'Cannot serve the WebSocket stream');
+    });
+}
+
+interface Ctx {
+  readonly ws: WebSocket;
+  readonly client: Duplex;
+  readonly runtime: Promise<{ socket: Socket; rest: Buffer }>;
+  readonly options: TranslateOptions;
+}
+
+/** Relays runtime bytes to the client with backpressure, and cuts idle streams. */
+function wire(ctx: Ctx, socket: Socket): void {
+  const { ws, client, options } = ctx;
+  client.on('drain', () => {
+    if (socket.isPaused() && ws.bufferedAmount < CLIENT_HIGH_WATER) socket.resume();
+  });
+  socket.on('drain', () => {
+    ws.resume();
+  });
+  ws.on('close', () => socket.destroy());
+  socket.on('error', (err) => {
+    options.logger.debug('Stream runtime socket failed', { error: String(err) });
+  });
+  if (options.idleTimeoutMs > 0) {
+    socket.setTimeout(options.idleTimeoutMs, () => {
+      options.logger.info('Closing an idle stream', { idleTimeoutMs: options.idleTimeoutMs });
+      socket.destroy();
+      ws.terminate();
+    });
+  }
+}
+
+function sendToClient(ws: WebSocket, socket: Socket | undefined, data: Buffer): void {
+  if (ws.readyState !== ws.OPEN) return;
+  ws.send(data, { binary: true });
+  if (socket !== undefined && ws.bufferedAmount >= CLIENT_HIGH_WATER) socket.pause();
+}
+
+/** SPDY/3.1 carried in WebSocket messages, end to end between kubectl and the runtime. */
+function tunnel(ctx: Ctx): void {
+  const { ws, options } = ctx;
+  const early: Buffer[] = [];
+  let socket: Socket | undefined;
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    if (!isBinary) return;
+    if (socket === undefined) early.push(data);
+    else if (!socket.write(data)) ws.pause();
+  });
+  ctx.runtime.then(
+    (r) => {
+      socket = r.socket;
+      if (ws.readyState !== ws.OPEN) {
+        socket.destroy();
+        return;
+      }
+      wire(ctx, socket);
+      for (const data of early.splice(0)) socket.write(data);
+      if (r.rest.length > 0) sendToClient(ws, socket, r.rest);
+      const s = socket;
+      s.on('data', (chunk: Buffer) => {
+        sendToClient(ws, s, chunk);
+      });
+      s.on('close', () => {
+        if (ws.readyState === ws.OPEN) ws.close(1000);
+      });
+    },
+    (err: unknown) => {
+      options.logger.debug('Port-forward tunnel: runtime upgrade failed', { error: String(err) });
+      if (ws.readyState === ws.OPEN)
+        ws.close(1011, (err instanceof Error ? err.message : String(err)).slice(0, 120));
+    },
+  );
+}
+
+/** v5.channel.k8s.io on the client side, remote command v4 over SPDY at the runtime. */
+function channels(ctx: Ctx, streams: StreamFlags): void {
+  const { ws, options } = ctx;
+  const send = (channel: number, data: Buffer, socket?: Socket): void => {
+    const message = Buffer.allocUnsafe(data.length + 1);
+    message[0] = channel;
+    data.copy(message, 1);
+    sendToClient(ws, socket, message);
+  };
+  let finished = false;
+  let statusSent = false;
+  const finish = (failure?: string): void => {
+    if (finished) return;
+    finished = true;
+    if (failure !== undefined && !statusSent)
+      send(Channel.error, Buffer.from(internalErrorStatus(failure)));
+    if (ws.readyState === ws.OPEN) ws.close(1000);
+  };
+  // As upstream: an empty message on the lowest channel the server writes tells the
+  // client the stream is up.
+  send(
+    streams.stdout ? Channel.stdout : streams.stderr ? Channel.stderr : Channel.error,
+    Buffer.alloc(0),
+  );
+
+  const early: Buffer[] = [];
+  let socket: Socket | undefined;
+  let stdinId = 0;
+  let resizeId = 0;
+  /** Streams whose client side berth has ended (FIN sent). */
+  const ended = new Set<number>();
+  const toRuntime = (streamId: number, data: Buffer, fin: boolean): void => {
+    if (socket === undefined || streamId === 0 || ended.has(streamId)) return;
+    if (fin) ended.add(streamId);
+    let ok = true;
+    for (let at = 0; at < data.length || (at === 0 && fin); at += MAX_FRAME_PAYLOAD) {
+      const part = data.subarray(at, at + MAX_FRAME_PAYLOAD);
+      ok = socket.write(dataFrame(streamId, part, fin && at + part.length >= data.length));
+      if (data.length === 0) break;
+    }
+    if (!ok) ws.pause();
+  };
+  const onMessage = (data: Buffer): void => {
+    const channel = data[0];
+    const payload = data.subarray(1);
+    if (channel === Channel.stdin) toRuntime(stdinId, payload, false);
+    else if (channel === Channel.resize) toRuntime(resizeId, payload, false);
+    else if (channel === Channel.close && payload[0] === Channel.stdin)
+      toRuntime(stdinId, Buffer.alloc(0), true);
+  };
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    if (!isBinary || data.length === 0) return;
+    if (socket === undefined) early.push(data);
+    else onMessage(data);
+  });
+
+  ctx.runtime.then(
+    (r) => {
+      const s = r.socket;
+      socket = s;
+      if (ws.readyState !== ws.OPEN) {
+        s.destroy();
+        return;
+      }
+      wire(ctx, s);
+      const writer = new HeaderBlockWriter();
+      const byStream = new Map<number, number>();
+      let nextId = 1;
+      const open = (type: string): number => {
+        const id = nextId;
+        nextId += 2;
+        s.write(synStream(id, [['streamtype', type]], writer));
+        return id;
+      };
+      // The order and set the runtime expects: its request was made with these flags.
+      const errorId = open('error');
+      byStream.set(errorId, Channel.error);
+      if (streams.stdin) stdinId = open('stdin');
+      if (streams.stdout) byStream.set(open('stdout'), Channel.stdout);
+      if (streams.stderr) byStream.set(open('stderr'), Channel.stderr);
+      if (streams.tty) resizeId = open('resize');
+      for (const data of early.splice(0)) onMessage(data);
+
+      const reader = new FrameReader();
+      const onChunk = (chunk: Buffer): void => {
+        for (const frame of reader.push(chunk)) {
+          if (frame.kind === 'data') {
+            const channel = byStream.get(frame.streamId);
+            if (channel !== undefined && frame.data.length > 0) {
+              if (channel === Channel.error) statusSent = true;
+              send(channel, frame.data, s);
+            }
+            // A stream the runtime ended is ended from this side too, as client-go does:
+            // the runtime's SPDY connection closes only once no stream is half open.
+            if (frame.fin) toRuntime(frame.streamId, Buffer.alloc(0), true);
+            // The runtime writes the status last; its end is the exec's.
+            if (frame.fin && frame.streamId === errorId) finish();
+          } else if (frame.type === FrameType.PING) {
+            s.write(pingFrame(frame.payload));
+          } else if (frame.type === FrameType.RST_STREAM) {
+            options.logger.debug('Runtime reset a stream', { streamId: controlStreamId(frame) });
+          }
+        }
+      };
+      if (r.rest.length > 0) onChunk(r.rest);
+      s.on('data', (chunk: Buffer) => {
+        try {
+          onChunk(chunk);
+        } catch (err) {
+          if (!(err instanceof SpdyProtocolError)) throw err;
+          options.logger.debug('Runtime sent bad SPDY', { error: err.message });
+          s.destroy();
+          finish(err.message);
+        }
+      });
+      s.on('close', () => {
+        finish(statusSent ? undefined : 'the runtime closed the stream without a status');
+      });
+    },
+    (err: unknown) => {
+      finish(err instanceof Error ? err.message : String(err));
+    },
+  );
+}
