@@ -72,19 +72,28 @@ export function translationFor(kind: StreamKind, req: IncomingMessage): Translat
 
 let wss: Promise<WebSocketServer> | undefined;
 
+/**
+ * Tunnel upgrades, answered with the tunnel protocol by hand: its name has a '/', which
+ * is not a token character, so `ws` refuses a Sec-WebSocket-Protocol header holding it
+ * (kubectl's Go client sends it all the same).
+ */
+const TUNNELS = new WeakSet<IncomingMessage>();
+
 /** The WebSocket server, loaded on first use: most nodes never serve a stream. */
 function webSocketServer(): Promise<WebSocketServer> {
-  wss ??= import('ws').then(
-    ({ WebSocketServer: Server }) =>
-      new Server({
-        noServer: true,
-        clientTracking: false,
-        perMessageDeflate: false,
-        maxPayload: MAX_MESSAGE,
-        handleProtocols: (offered: Set<string>) =>
-          offered.has(V5_PROTOCOL) ? V5_PROTOCOL : offered.has(TUNNEL_PROTOCOL) && TUNNEL_PROTOCOL,
-      }),
-  );
+  wss ??= import('ws').then(({ WebSocketServer: Server }) => {
+    const server = new Server({
+      noServer: true,
+      clientTracking: false,
+      perMessageDeflate: false,
+      maxPayload: MAX_MESSAGE,
+      handleProtocols: (offered: Set<string>) => offered.has(V5_PROTOCOL) && V5_PROTOCOL,
+    });
+    server.on('headers', (headers: string[], req: IncomingMessage) => {
+      if (TUNNELS.has(req)) headers.push(`Sec-WebSocket-Protocol: ${TUNNEL_PROTOCOL}`);
+    });
+    return server;
+  });
   return wss;
 }
 
@@ -200,6 +209,10 @@ export function serveTranslated(
     abort.signal,
   );
   runtime.catch(() => undefined);
+  if (translation === 'tunnel') {
+    delete req.headers['sec-websocket-protocol'];
+    TUNNELS.add(req);
+  }
   webSocketServer()
     .then((server) => {
       server.handleUpgrade(req, client, head, (ws) => {

@@ -1,0 +1,253 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import {
+  connect,
+  createServer as createNetServer,
+  type AddressInfo,
+  type Server,
+  type Socket,
+} from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { constants, inflateRawSync } from 'node:zlib';
+import { WebSocket } from 'ws';
+import { createServer as createHttpServer } from '../util/node-http.ts';
+import { MemoryLogger } from '../util/logger.ts';
+import { dataFrame, FrameReader, FrameType } from './spdy.ts';
+import type { StreamFlags } from './handlers.ts';
+import { serveTranslated, type Translation } from './ws-translate.ts';
+
+/**
+ * A stand-in for the runtime's streaming server, as containerd's behaves over SPDY: it
+ * reads the client's SYN_STREAM headers (through one inflater for the connection),
+ * echoes stdin to stdout until stdin ends, then writes the status on the error stream.
+ * The real one is exercised by test/e2e/kubelet-api.test.ts.
+ */
+function fakeRuntime(answer: string): { server: Server; heads: string[]; streamTypes: string[] } {
+  const heads: string[] = [];
+  const streamTypes: string[] = [];
+  const server = createNetServer((socket: Socket) => {
+    let head = '';
+    const reader = new FrameReader();
+    const ids = new Map<string, number>();
+    /** The stream type in a SYN_STREAM's header block (stored deflate blocks, no context). */
+    const streamTypeOf = (block: Buffer): string => {
+      const body = block[0] === 0x78 ? block.subarray(2) : block;
+      const raw = inflateRawSync(body, { finishFlush: constants.Z_SYNC_FLUSH });
+      let at = 4;
+      for (let i = 0; i < raw.readUInt32BE(0); i++) {
+        const n = raw.readUInt32BE(at);
+        const name = raw.toString('utf8', at + 4, at + 4 + n);
+        at += 4 + n;
+        const v = raw.readUInt32BE(at);
+        if (name === 'streamtype') return raw.toString('utf8', at + 4, at + 4 + v);
+        at += 4 + v;
+      }
+      return '';
+    };
+    const onFrames = (chunk: Buffer): void => {
+      for (const frame of reader.push(chunk)) {
+        if (frame.kind === 'control' && frame.type === FrameType.SYN_STREAM) {
+          const type = streamTypeOf(frame.payload.subarray(10));
+          streamTypes.push(type);
+          ids.set(type, frame.payload.readUInt32BE(0));
+        } else if (frame.kind === 'data' && frame.streamId === ids.get('stdin')) {
+          const stdout = ids.get('stdout') ?? 0;
+          if (frame.data.length > 0) socket.write(dataFrame(stdout, frame.data, false));
+          if (frame.fin) {
+            socket.write(
+              dataFrame(ids.get('error') ?? 0, Buffer.from('{"status":"Success"}'), true),
+            );
+            socket.end();
+          }
+        }
+      }
+    };
+    socket.on('data', (chunk: Buffer) => {
+      if (head.endsWith('\r\n\r\n')) {
+        onFrames(chunk);
+        return;
+      }
+      head += chunk.toString('latin1');
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      heads.push(head.slice(0, end));
+      const rest = Buffer.from(head.slice(end + 4), 'latin1');
+      head = head.slice(0, end + 4);
+      socket.write(answer);
+      if (answer.startsWith('HTTP/1.1 101')) {
+        if (rest.length > 0) onFrames(rest);
+      } else socket.end();
+    });
+    socket.on('error', () => undefined);
+  });
+  return { server, heads, streamTypes };
+}
+
+const UPGRADED =
+  'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n' +
+  'X-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n';
+
+/** A kubelet-side server that hands every upgrade to serveTranslated. */
+async function kubeletSide(
+  runtimePort: number,
+  translation: Translation,
+  streams: StreamFlags,
+): Promise<{ port: number; close: () => void }> {
+  const server = createHttpServer();
+  server.on('upgrade', (req, socket, head: Buffer) => {
+    serveTranslated(
+      req,
+      socket,
+      head,
+      `http://127.0.0.1:${runtimePort}/exec/token`,
+      translation,
+      streams,
+      { logger: new MemoryLogger(), idleTimeoutMs: 0 },
+    );
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+async function listen(server: Server): Promise<number> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return (server.address() as AddressInfo).port;
+}
+
+/** Connects with `protocol`; resolves with every message and the close code. */
+function converse(
+  port: number,
+  protocol: string,
+  send: (ws: WebSocket) => void,
+): Promise<{ messages: Buffer[]; code: number }> {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}/exec`, [protocol]);
+  const messages: Buffer[] = [];
+  ws.on('message', (data: Buffer) => messages.push(data));
+  ws.on('open', () => {
+    send(ws);
+  });
+  return new Promise((resolve, reject) => {
+    ws.on('close', (code) => {
+      resolve({ messages, code });
+    });
+    ws.on('error', reject);
+  });
+}
+
+describe('WebSocket streams translated by berth', () => {
+  const streams = { stdin: true, stdout: true, stderr: true, tty: false };
+  let runtime: ReturnType<typeof fakeRuntime>;
+  let runtimePort: number;
+  before(async () => {
+    runtime = fakeRuntime(UPGRADED);
+    runtimePort = await listen(runtime.server);
+  });
+  after(() => {
+    runtime.server.close();
+  });
+
+  it('v5 channels: stdin to the runtime, its close signal as FIN, stdout and the status back', async () => {
+    const kubelet = await kubeletSide(runtimePort, 'channels', streams);
+    try {
+      const { messages, code } = await converse(kubelet.port, 'v5.channel.k8s.io', (ws) => {
+        ws.send(Buffer.concat([Buffer.from([0]), Buffer.from('hello')]));
+        ws.send(Buffer.from([255, 0]));
+      });
+      assert.equal(code, 1000);
+      assert.deepEqual(
+        messages.map((m) => [m[0], m.subarray(1).toString()]),
+        [
+          [1, ''],
+          [1, 'hello'],
+          [3, '{"status":"Success"}'],
+        ],
+      );
+      const request = runtime.heads.at(-1) ?? '';
+      assert.match(request, /^POST \/exec\/token HTTP\/1\.1/);
+      assert.match(request, /\r\nUpgrade: SPDY\/3\.1/);
+      assert.match(request, /\r\nX-Stream-Protocol-Version: v4\.channel\.k8s\.io/);
+      assert.deepEqual(runtime.streamTypes.slice(-4), ['error', 'stdin', 'stdout', 'stderr']);
+    } finally {
+      kubelet.close();
+    }
+  });
+
+  it('a runtime that refuses the upgrade ends the stream with an InternalError status', async () => {
+    const refusing = fakeRuntime(
+      'HTTP/1.1 404 Not Found\r\nContent-Length: 14\r\n\r\nno such stream',
+    );
+    const kubelet = await kubeletSide(await listen(refusing.server), 'channels', streams);
+    try {
+      const { messages, code } = await converse(kubelet.port, 'v5.channel.k8s.io', () => undefined);
+      assert.equal(code, 1000);
+      const status = messages.find((m) => m[0] === 3);
+      assert.ok(status !== undefined);
+      const parsed = JSON.parse(status.subarray(1).toString()) as {
+        reason?: unknown;
+        code?: unknown;
+        message?: unknown;
+      };
+      assert.equal(parsed.reason, 'InternalError');
+      assert.equal(parsed.code, 500);
+      assert.match(String(parsed.message), /unable to upgrade connection: no such stream/);
+    } finally {
+      kubelet.close();
+      refusing.server.close();
+    }
+  });
+
+  it('a port-forward tunnel carries bytes both ways once the runtime upgraded', async () => {
+    const echo = createNetServer((socket) => {
+      let upgraded = false;
+      socket.on('data', (chunk: Buffer) => {
+        if (!upgraded) {
+          upgraded = true;
+          assert.match(chunk.toString(), /X-Stream-Protocol-Version: portforward\.k8s\.io/);
+          socket.write(
+            'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n',
+          );
+          return;
+        }
+        socket.write(chunk);
+      });
+      socket.on('error', () => undefined);
+    });
+    const kubelet = await kubeletSide(await listen(echo), 'tunnel', streams);
+    // A raw client: the protocol's name is not a token, so the ws client will not offer it.
+    const client = connect({ host: '127.0.0.1', port: kubelet.port });
+    try {
+      let got = Buffer.alloc(0);
+      client.on('data', (c: Buffer) => (got = Buffer.concat([got, c])));
+      client.write(
+        'GET /portForward/default/web HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n' +
+          'Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n' +
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+          'Sec-WebSocket-Protocol: SPDY/3.1+portforward.k8s.io\r\n\r\n',
+      );
+      // One masked binary frame, as a client must send.
+      const mask = Buffer.from([1, 2, 3, 4]);
+      const payload = Buffer.from('spdy-bytes');
+      const masked = payload.map((b, i) => b ^ (mask[i % 4] ?? 0));
+      client.write(Buffer.concat([Buffer.from([0x82, 0x80 | payload.length]), mask, masked]));
+      const frame = Buffer.concat([Buffer.from([0x82, payload.length]), payload]);
+      const deadline = Date.now() + 5000;
+      while (!got.includes(frame) && Date.now() < deadline) await once(client, 'data');
+      const text = got.toString('latin1');
+      assert.match(text, /^HTTP\/1\.1 101/);
+      assert.match(text, /\r\nSec-WebSocket-Protocol: SPDY\/3\.1\+portforward\.k8s\.io\r\n/);
+      assert.ok(got.includes(frame), JSON.stringify(text));
+    } finally {
+      client.destroy();
+      kubelet.close();
+      echo.close();
+    }
+  });
+});
