@@ -352,6 +352,7 @@ export class Kubelet {
         servingCertificate: deps.servingCertificate,
       }),
       pods: () => this.source.pods(),
+      runtimeCache: this.pleg,
       syncLoopHealth: () => this.#syncLoopHealth(),
     });
   }

@@ -11,6 +11,7 @@ import type { CriClient } from '../cri/index.ts';
 import { podTarget } from '../events/targets.ts';
 import type { EventRecorder } from '../events/types.ts';
 import type { KubeClient } from '../kube/types.ts';
+import type { RuntimeCache } from '../pleg/types.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { KubeletServer, type ServingCertificateSource } from '../server/server.ts';
 import { CriStatsProvider } from '../stats/cri-provider.ts';
@@ -57,6 +58,7 @@ export interface ServerWiring {
   readonly metrics?: KubeletMetrics;
   readonly servingCertificate?: ServingCertificateSource;
   readonly pods: () => ReadonlyMap<string, Pod>;
+  readonly runtimeCache: RuntimeCache;
   readonly syncLoopHealth: () => string | undefined;
 }
 
@@ -75,6 +77,7 @@ export function kubeletServerOf(
       clock,
       logger: logger.child({ component: 'server' }),
       pods: w.pods,
+      runtimeCache: w.runtimeCache,
       ...(metrics !== undefined && { metrics }),
       stats: new CriStatsProvider({
         cri,

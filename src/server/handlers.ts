@@ -18,6 +18,7 @@ import {
   parseContainerAnnotations,
   podLogsDirectory,
 } from '../kuberuntime/labels.ts';
+import type { RuntimeCache } from '../pleg/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { BerthError } from '../util/errors.ts';
 import { ContainerLogFiles, streamLogFiles, type LogOptions } from './logs.ts';
@@ -78,6 +79,8 @@ export interface HandlerDeps {
   readonly podLogsDir: string;
   /** The pods bound to this node, by UID (the pod source's view). */
   readonly pods: () => ReadonlyMap<string, Pod>;
+  /** The runtime as of the PLEG's last relist; absent: every lookup asks the runtime. */
+  readonly runtimeCache?: RuntimeCache;
 }
 
 /** Looks a pod up by namespace and name; 404 when this node does not run it. */
@@ -386,11 +389,6 @@ export async function streamingUrl(
   if (name === undefined)
     throw new HttpError(400, `Cannot serve ${kind}: no container in the path`);
   requireContainer(pod, name);
-  const running = (await runtimeContainers(deps, uid, name, signal)).find(
-    (c) => c.state === cri.ContainerState.CONTAINER_RUNNING,
-  );
-  if (running === undefined)
-    throw new HttpError(404, `container "${name}" in pod "${namespace}/${podName}" is not running`);
   const stdin = boolParam(q, 'stdin', 'input');
   const stdout = boolParam(q, 'stdout', 'output');
   const stderr = boolParam(q, 'stderr', 'error');
@@ -398,14 +396,38 @@ export async function streamingUrl(
   if (!stdin && !stdout && !stderr)
     throw new HttpError(400, 'Cannot stream: at least one of stdin, stdout or stderr is required');
   const streams: StreamFlags = { stdin, stdout, stderr: stderr && !tty, tty };
-  if (kind === 'attach') {
-    const r = await deps.cri.runtime.attach({ containerId: running.id, ...streams }, { signal });
-    return { url: r.url, streams };
-  }
   const cmd = q.getAll('command');
-  if (cmd.length === 0) throw new HttpError(400, 'Cannot exec: no command given');
-  const r = await deps.cri.runtime.exec({ containerId: running.id, cmd, ...streams }, { signal });
-  return { url: r.url, streams };
+  if (kind === 'exec' && cmd.length === 0)
+    throw new HttpError(400, 'Cannot exec: no command given');
+  const ask = async (containerId: string): Promise<StreamTarget> => {
+    const r =
+      kind === 'attach'
+        ? await deps.cri.runtime.attach({ containerId, ...streams }, { signal })
+        : await deps.cri.runtime.exec({ containerId, cmd, ...streams }, { signal });
+    return { url: r.url, streams };
+  };
+  // The PLEG's last relist (at most a second old) names the running container without a
+  // CRI round trip (about 1 ms here); if that container has ended since, the runtime
+  // refuses it and the live listing below decides.
+  const cached = deps.runtimeCache
+    ?.get(uid)
+    .containers.find(
+      (c) =>
+        c.state === cri.ContainerState.CONTAINER_RUNNING && c.labels[CONTAINER_NAME_LABEL] === name,
+    );
+  if (cached !== undefined) {
+    try {
+      return await ask(cached.id);
+    } catch (err) {
+      if (signal.aborted) throw err;
+    }
+  }
+  const running = (await runtimeContainers(deps, uid, name, signal)).find(
+    (c) => c.state === cri.ContainerState.CONTAINER_RUNNING,
+  );
+  if (running === undefined)
+    throw new HttpError(404, `container "${name}" in pod "${namespace}/${podName}" is not running`);
+  return await ask(running.id);
 }
 
 /**

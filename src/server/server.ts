@@ -15,6 +15,7 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
 import type { KubeClient } from '../kube/types.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
+import type { RuntimeCache } from '../pleg/types.ts';
 import type { StatsProvider } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAbortError } from '../util/errors.ts';
@@ -111,6 +112,8 @@ export interface KubeletServerDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly pods: () => ReadonlyMap<string, Pod>;
+  /** The PLEG's view of the runtime: exec and attach find their container there first. */
+  readonly runtimeCache?: RuntimeCache;
   /** Serves /metrics and /metrics/probes and counts requests; absent: those routes 404. */
   readonly metrics?: KubeletMetrics;
   /** Serves /stats/summary and /metrics/resource; absent: 404 / resource_scrape_error 1. */
@@ -157,6 +160,7 @@ export class KubeletServer {
       nodeName: options.nodeName,
       podLogsDir: options.podLogsDir,
       pods: deps.pods,
+      ...(deps.runtimeCache !== undefined && { runtimeCache: deps.runtimeCache }),
     };
     this.#monitoring = {
       logger: deps.logger,

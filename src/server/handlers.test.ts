@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import { cri } from '../cri/index.ts';
+import { FakeCriClient } from '../cri/fake/index.ts';
+import type { RuntimePodSnapshot } from '../pleg/types.ts';
+import { systemClock } from '../util/clock.ts';
+import { parseTarget, streamingUrl, type HandlerDeps } from './handlers.ts';
+
+const IMAGE = '127.0.0.1:5000/berth/busybox:1.35.0';
+
+describe('streamingUrl and the PLEG cache', () => {
+  const client = new FakeCriClient();
+  const uid = randomUUID();
+  const pod: Pod = {
+    metadata: { name: 'web', namespace: 'ns', uid },
+    spec: { containers: [{ name: 'app', image: IMAGE }] },
+  };
+  let containerId = '';
+  before(async () => {
+    client.addImage(IMAGE);
+    await client.image.pullImage({ image: { image: IMAGE } }, {});
+    const config = cri.PodSandboxConfig.fromPartial({
+      metadata: { name: 'web', uid, namespace: 'ns', attempt: 0 },
+      labels: { 'io.kubernetes.pod.uid': uid },
+      logDirectory: `/tmp/berth-handlers-test-${uid}`,
+    });
+    const { podSandboxId } = await client.runtime.runPodSandbox({ config, runtimeHandler: '' }, {});
+    const created = await client.runtime.createContainer(
+      {
+        podSandboxId,
+        sandboxConfig: config,
+        config: cri.ContainerConfig.fromPartial({
+          metadata: { name: 'app', attempt: 0 },
+          image: { image: IMAGE },
+          command: ['sleep', '3600'],
+          labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
+          logPath: 'app/0.log',
+        }),
+      },
+      {},
+    );
+    containerId = created.containerId;
+    await client.runtime.startContainer({ containerId }, {});
+  });
+  after(() => {
+    client.close();
+  });
+
+  const deps = (containers: readonly cri.Container[]): HandlerDeps => ({
+    cri: client,
+    clock: systemClock,
+    nodeName: 'node',
+    podLogsDir: '/nonexistent',
+    pods: () => new Map([[uid, pod]]),
+    runtimeCache: {
+      get: (u): RuntimePodSnapshot => ({
+        uid: u,
+        sandboxes: [],
+        containers: u === uid ? containers : [],
+      }),
+      uids: () => [uid],
+      lastRelistAt: 1,
+    },
+  });
+  const target = parseTarget('/exec/ns/web/app?command=true&stdout=1');
+  const running = (id: string): cri.Container =>
+    cri.Container.fromPartial({
+      id,
+      state: cri.ContainerState.CONTAINER_RUNNING,
+      labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
+    });
+
+  it('a running container in the cache is asked for directly, without a listing', async () => {
+    client.clearCalls();
+    const r = await streamingUrl(
+      deps([running(containerId)]),
+      'exec',
+      target,
+      AbortSignal.timeout(5000),
+    );
+    assert.match(r.url, /\/exec\//);
+    assert.deepEqual(r.streams, { stdin: false, stdout: true, stderr: false, tty: false });
+    assert.equal(client.callsTo('RuntimeService/ListContainers').length, 0);
+    assert.deepEqual(
+      client.callsTo('RuntimeService/Exec').map((c) => (c as { containerId: string }).containerId),
+      [containerId],
+    );
+  });
+
+  it('a cached container the runtime no longer has falls back to the live listing', async () => {
+    client.clearCalls();
+    const r = await streamingUrl(
+      deps([running('gone')]),
+      'exec',
+      target,
+      AbortSignal.timeout(5000),
+    );
+    assert.match(r.url, /\/exec\//);
+    assert.equal(client.callsTo('RuntimeService/ListContainers').length, 1);
+    assert.deepEqual(
+      client.callsTo('RuntimeService/Exec').map((c) => (c as { containerId: string }).containerId),
+      ['gone', containerId],
+    );
+  });
+
+  it('nothing cached: the live listing, as without a cache', async () => {
+    client.clearCalls();
+    const r = await streamingUrl(
+      deps([]),
+      'attach',
+      parseTarget('/attach/ns/web/app?stdout=1'),
+      AbortSignal.timeout(5000),
+    );
+    assert.match(r.url, /\/attach\//);
+    assert.equal(client.callsTo('RuntimeService/ListContainers').length, 1);
+  });
+});
