@@ -36,6 +36,7 @@ import {
   SpdyProtocolError,
   synStream,
 } from './spdy.ts';
+import { BufferPool } from '../util/buffer-pool.ts';
 import { runtimeStreamUrl, writeRawResponse } from './streaming.ts';
 
 export const V5_PROTOCOL = 'v5.channel.k8s.io';
@@ -48,6 +49,8 @@ const Channel = { stdin: 0, stdout: 1, stderr: 2, error: 3, resize: 4, close: 25
 
 /** Pause the runtime side while this much is queued for the WebSocket client. */
 const CLIENT_HIGH_WATER = 1024 * 1024;
+/** Read buffers for the runtime side; backpressure bounds those in flight. */
+const POOL = new BufferPool(64 * 1024, 16);
 /** Largest WebSocket message accepted from the client (stdin or tunnelled SPDY). */
 const MAX_MESSAGE = 16 * 1024 * 1024;
 
@@ -116,19 +119,35 @@ function internalErrorStatus(message: string): string {
 }
 
 /**
- * Opens the runtime's SPDY upgrade for `url`; resolves with the socket and any bytes
- * past the 101, rejects with a message for anything else.
+ * What reads the runtime's bytes once it upgraded: `n` bytes at the start of `buffer`, a
+ * pooled buffer the sink gives back (POOL.give) when it no longer needs it. Returning
+ * false pauses the socket until `resume()`.
  */
-function openRuntime(
-  url: URL,
-  protocol: string,
-  signal: AbortSignal,
-): Promise<{ socket: Socket; rest: Buffer }> {
+type Sink = (buffer: Buffer, n: number) => boolean;
+
+interface Runtime {
+  readonly socket: Socket;
+  /** Sets where the bytes go from now on; those read past the 101 go to it first. */
+  sink(next: Sink): void;
+  /** Resumes reading after a sink returned false. */
+  resume(): void;
+}
+
+/**
+ * Opens the runtime's SPDY upgrade for `url`; resolves once it answered 101, rejects
+ * with a message for anything else. Reads land in pooled buffers (net's onread), as in
+ * the byte proxy (streaming.ts): a fresh buffer per read made V8 collect the whole
+ * heap over and over on a port-forward.
+ */
+function openRuntime(url: URL, protocol: string, signal: AbortSignal): Promise<Runtime> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: url.hostname, port: url.port === '' ? 80 : Number(url.port) });
-    socket.setNoDelay(true);
-    let pending = Buffer.alloc(0);
+    let pending: Buffer = Buffer.alloc(0);
+    let settled = false;
+    let sink: Sink | undefined;
+    let paused = false;
     const fail = (message: string): void => {
+      if (settled) return;
+      settled = true;
       socket.destroy();
       reject(new Error(message));
     };
@@ -136,7 +155,7 @@ function openRuntime(
       fail('the client went away');
     };
     signal.addEventListener('abort', onAbort, { once: true });
-    const onData = (chunk: Buffer): void => {
+    const onHeadBytes = (chunk: Buffer): void => {
       pending = Buffer.concat([pending, chunk]);
       let head;
       try {
@@ -147,9 +166,6 @@ function openRuntime(
         return;
       }
       if (head === undefined) return;
-      socket.off('data', onData);
-      socket.off('error', onError);
-      socket.off('end', onEnd);
       signal.removeEventListener('abort', onAbort);
       if (head.status !== 101) {
         const body = head.rest.toString('utf8', 0, Math.min(head.rest.length, 512)).trim();
@@ -161,17 +177,51 @@ function openRuntime(
         fail(`the runtime agreed to protocol ${agreed}, not ${protocol}`);
         return;
       }
-      resolve({ socket, rest: head.rest });
+      settled = true;
+      pending = head.rest;
+      resolve({
+        socket,
+        sink: (next) => {
+          sink = next;
+          const held = pending;
+          pending = Buffer.alloc(0);
+          if (held.length > 0 && !next(held, held.length)) paused = true;
+        },
+        resume: () => {
+          if (!paused) return;
+          paused = false;
+          socket.resume();
+        },
+      });
     };
-    const onError = (err: Error): void => {
+    const socket = connect({
+      host: url.hostname,
+      port: url.port === '' ? 80 : Number(url.port),
+      onread: {
+        buffer: () => POOL.take(),
+        callback: (n, buffer) => {
+          const b = buffer as Buffer;
+          if (sink !== undefined) {
+            const more = sink(b, n);
+            if (!more) paused = true;
+            return more;
+          }
+          // Before the 101, or before the sink is set (bytes kept, buffer given back).
+          const chunk = Buffer.from(b.subarray(0, n));
+          POOL.give(b);
+          if (!settled) onHeadBytes(chunk);
+          else pending = Buffer.concat([pending, chunk]);
+          return true;
+        },
+      },
+    });
+    socket.setNoDelay(true);
+    socket.on('error', (err) => {
       fail(`cannot reach the runtime streaming server: ${err.message}`);
-    };
-    const onEnd = (): void => {
+    });
+    socket.on('end', () => {
       fail('the runtime streaming server closed without an answer');
-    };
-    socket.on('data', onData);
-    socket.on('error', onError);
-    socket.on('end', onEnd);
+    });
     socket.write(
       `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
         `Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: ${protocol}\r\n` +
@@ -230,15 +280,16 @@ export function serveTranslated(
 interface Ctx {
   readonly ws: WebSocket;
   readonly client: Duplex;
-  readonly runtime: Promise<{ socket: Socket; rest: Buffer }>;
+  readonly runtime: Promise<Runtime>;
   readonly options: TranslateOptions;
 }
 
-/** Relays runtime bytes to the client with backpressure, and cuts idle streams. */
-function wire(ctx: Ctx, socket: Socket): void {
+/** Backpressure both ways, and the idle cut. */
+function wire(ctx: Ctx, r: Runtime): void {
   const { ws, client, options } = ctx;
+  const { socket } = r;
   client.on('drain', () => {
-    if (socket.isPaused() && ws.bufferedAmount < CLIENT_HIGH_WATER) socket.resume();
+    if (ws.bufferedAmount < CLIENT_HIGH_WATER) r.resume();
   });
   socket.on('drain', () => {
     ws.resume();
@@ -256,10 +307,14 @@ function wire(ctx: Ctx, socket: Socket): void {
   }
 }
 
-function sendToClient(ws: WebSocket, socket: Socket | undefined, data: Buffer): void {
-  if (ws.readyState !== ws.OPEN) return;
-  ws.send(data, { binary: true });
-  if (socket !== undefined && ws.bufferedAmount >= CLIENT_HIGH_WATER) socket.pause();
+/** Sends one binary message; false when the client has enough queued to pause for. */
+function sendToClient(ws: WebSocket, data: Buffer, sent?: () => void): boolean {
+  if (ws.readyState !== ws.OPEN) {
+    sent?.();
+    return true;
+  }
+  ws.send(data, { binary: true }, sent);
+  return ws.bufferedAmount < CLIENT_HIGH_WATER;
 }
 
 /** SPDY/3.1 carried in WebSocket messages, end to end between kubectl and the runtime. */
@@ -279,13 +334,15 @@ function tunnel(ctx: Ctx): void {
         socket.destroy();
         return;
       }
-      wire(ctx, socket);
+      wire(ctx, r);
       for (const data of early.splice(0)) socket.write(data);
-      if (r.rest.length > 0) sendToClient(ws, socket, r.rest);
       const s = socket;
-      s.on('data', (chunk: Buffer) => {
-        sendToClient(ws, s, chunk);
-      });
+      // The pooled buffer goes back once ws has written the message.
+      r.sink((buffer, n) =>
+        sendToClient(ws, buffer.subarray(0, n), () => {
+          POOL.give(buffer);
+        }),
+      );
       s.on('close', () => {
         if (ws.readyState === ws.OPEN) ws.close(1000);
       });
@@ -301,11 +358,11 @@ function tunnel(ctx: Ctx): void {
 /** v5.channel.k8s.io on the client side, remote command v4 over SPDY at the runtime. */
 function channels(ctx: Ctx, streams: StreamFlags): void {
   const { ws, options } = ctx;
-  const send = (channel: number, data: Buffer, socket?: Socket): void => {
+  const send = (channel: number, data: Buffer): boolean => {
     const message = Buffer.allocUnsafe(data.length + 1);
     message[0] = channel;
     data.copy(message, 1);
-    sendToClient(ws, socket, message);
+    return sendToClient(ws, message);
   };
   let finished = false;
   let statusSent = false;
@@ -362,7 +419,7 @@ function channels(ctx: Ctx, streams: StreamFlags): void {
         s.destroy();
         return;
       }
-      wire(ctx, s);
+      wire(ctx, r);
       const writer = new HeaderBlockWriter();
       const byStream = new Map<number, number>();
       let nextId = 1;
@@ -382,13 +439,15 @@ function channels(ctx: Ctx, streams: StreamFlags): void {
       for (const data of early.splice(0)) onMessage(data);
 
       const reader = new FrameReader();
-      const onChunk = (chunk: Buffer): void => {
+      /** Reads one chunk's frames; false when the client has enough queued to pause. */
+      const onChunk = (chunk: Buffer): boolean => {
+        let more = true;
         for (const frame of reader.push(chunk)) {
           if (frame.kind === 'data') {
             const channel = byStream.get(frame.streamId);
             if (channel !== undefined && frame.data.length > 0) {
               if (channel === Channel.error) statusSent = true;
-              send(channel, frame.data, s);
+              more = send(channel, frame.data) && more;
             }
             // A stream the runtime ended is ended from this side too, as client-go does:
             // the runtime's SPDY connection closes only once no stream is half open.
@@ -401,16 +460,20 @@ function channels(ctx: Ctx, streams: StreamFlags): void {
             options.logger.debug('Runtime reset a stream', { streamId: controlStreamId(frame) });
           }
         }
+        return more;
       };
-      if (r.rest.length > 0) onChunk(r.rest);
-      s.on('data', (chunk: Buffer) => {
+      // The frame reader copies what it keeps, so the pooled buffer goes back at once.
+      r.sink((buffer, n) => {
         try {
-          onChunk(chunk);
+          return onChunk(buffer.subarray(0, n));
         } catch (err) {
           if (!(err instanceof SpdyProtocolError)) throw err;
           options.logger.debug('Runtime sent bad SPDY', { error: err.message });
           s.destroy();
           finish(err.message);
+          return false;
+        } finally {
+          POOL.give(buffer);
         }
       });
       s.on('close', () => {
