@@ -1,7 +1,7 @@
 /**
  * What the kubelet API routes do once a request is authenticated and authorized:
- * list the node's pods, stream a container's log, and ask the runtime for an
- * exec/attach/portForward streaming URL. Paths are parsed here, strictly: a segment
+ * list the node's pods, stream a container's log, run a command (the streaming URLs
+ * are stream-target.ts). Paths are parsed here, strictly: a segment
  * that decodes to `..`, `.` or contains a slash is rejected before anything is read.
  */
 import { lstatSync, realpathSync } from 'node:fs';
@@ -91,7 +91,7 @@ export function findPod(deps: HandlerDeps, namespace: string, name: string): Pod
   throw new HttpError(404, `pod "${namespace}/${name}" not found on node "${deps.nodeName}"`);
 }
 
-function requireContainer(pod: Pod, container: string): void {
+export function requireContainer(pod: Pod, container: string): void {
   const spec = pod.spec;
   const names = [
     ...(spec?.containers ?? []),
@@ -107,7 +107,7 @@ function requireContainer(pod: Pod, container: string): void {
 }
 
 /** The runtime's containers of one pod container, newest (highest restart count) first. */
-async function runtimeContainers(
+export async function runtimeContainers(
   deps: HandlerDeps,
   uid: string,
   container: string,
@@ -126,7 +126,7 @@ async function runtimeContainers(
   );
 }
 
-function boolParam(query: URLSearchParams, ...names: string[]): boolean {
+export function boolParam(query: URLSearchParams, ...names: string[]): boolean {
   for (const name of names) {
     const v = query.get(name);
     if (v === null) continue;
@@ -316,118 +316,6 @@ export async function serveContainerLogs(
     await files.close();
   }
   res.end();
-}
-
-/** The kind of stream an upgrade route asks the runtime for. */
-export type StreamKind = 'exec' | 'attach' | 'portForward';
-
-/** The streams an exec or attach carries, as asked of the runtime (no stderr with a TTY). */
-export interface StreamFlags {
-  readonly stdin: boolean;
-  readonly stdout: boolean;
-  readonly stderr: boolean;
-  readonly tty: boolean;
-}
-
-/** What the runtime gave for a stream route: its URL, and for exec/attach the streams. */
-export interface StreamTarget {
-  readonly url: string;
-  readonly streams?: StreamFlags;
-}
-
-/** Asks the runtime for the streaming URL of /exec, /attach or /portForward. */
-export async function streamingUrl(
-  deps: HandlerDeps,
-  kind: StreamKind,
-  target: ParsedTarget,
-  signal: AbortSignal,
-): Promise<StreamTarget> {
-  const [, namespace, podName, container] = target.segments;
-  const expected = kind === 'portForward' ? 3 : 4;
-  // Upstream also accepts /{ns}/{pod}/{uid}/{container}: the UID must then match.
-  const withUid = kind !== 'portForward' && target.segments.length === 5;
-  if (
-    namespace === undefined ||
-    podName === undefined ||
-    (target.segments.length !== expected && !withUid)
-  ) {
-    throw new HttpError(400, `Cannot serve ${kind}: unexpected path`);
-  }
-  const pod = findPod(deps, namespace, podName);
-  const uid = pod.metadata?.uid ?? '';
-  const q = target.query;
-  if (kind === 'portForward') {
-    const ports = [...q.getAll('port'), ...q.getAll('ports').flatMap((p) => p.split(','))].map(
-      (p) => {
-        if (!/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535) {
-          throw new HttpError(400, `Cannot forward port "${p}": expected an integer in [1, 65535]`);
-        }
-        return Number(p);
-      },
-    );
-    const sandboxes = await deps.cri.runtime.listPodSandbox(
-      {
-        filter: {
-          labelSelector: { [POD_UID_LABEL]: uid },
-          state: { state: cri.PodSandboxState.SANDBOX_READY },
-        },
-      },
-      { signal },
-    );
-    const sandbox = sandboxes.items[0];
-    if (sandbox === undefined)
-      throw new HttpError(404, `pod "${namespace}/${podName}" has no ready sandbox`);
-    const r = await deps.cri.runtime.portForward(
-      { podSandboxId: sandbox.id, port: ports },
-      { signal },
-    );
-    return { url: r.url };
-  }
-  const name = withUid ? target.segments[4] : container;
-  if (withUid && target.segments[3] !== uid)
-    throw new HttpError(404, `pod "${namespace}/${podName}" with that UID not found`);
-  if (name === undefined)
-    throw new HttpError(400, `Cannot serve ${kind}: no container in the path`);
-  requireContainer(pod, name);
-  const stdin = boolParam(q, 'stdin', 'input');
-  const stdout = boolParam(q, 'stdout', 'output');
-  const stderr = boolParam(q, 'stderr', 'error');
-  const tty = boolParam(q, 'tty');
-  if (!stdin && !stdout && !stderr)
-    throw new HttpError(400, 'Cannot stream: at least one of stdin, stdout or stderr is required');
-  const streams: StreamFlags = { stdin, stdout, stderr: stderr && !tty, tty };
-  const cmd = q.getAll('command');
-  if (kind === 'exec' && cmd.length === 0)
-    throw new HttpError(400, 'Cannot exec: no command given');
-  const ask = async (containerId: string): Promise<StreamTarget> => {
-    const r =
-      kind === 'attach'
-        ? await deps.cri.runtime.attach({ containerId, ...streams }, { signal })
-        : await deps.cri.runtime.exec({ containerId, cmd, ...streams }, { signal });
-    return { url: r.url, streams };
-  };
-  // The PLEG's last relist (at most a second old) names the running container without a
-  // CRI round trip (about 1 ms here); if that container has ended since, the runtime
-  // refuses it and the live listing below decides.
-  const cached = deps.runtimeCache
-    ?.get(uid)
-    .containers.find(
-      (c) =>
-        c.state === cri.ContainerState.CONTAINER_RUNNING && c.labels[CONTAINER_NAME_LABEL] === name,
-    );
-  if (cached !== undefined) {
-    try {
-      return await ask(cached.id);
-    } catch (err) {
-      if (signal.aborted) throw err;
-    }
-  }
-  const running = (await runtimeContainers(deps, uid, name, signal)).find(
-    (c) => c.state === cri.ContainerState.CONTAINER_RUNNING,
-  );
-  if (running === undefined)
-    throw new HttpError(404, `container "${name}" in pod "${namespace}/${podName}" is not running`);
-  return await ask(running.id);
 }
 
 /**

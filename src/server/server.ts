@@ -37,13 +37,12 @@ import {
   runningPods,
   serveContainerLogs,
   serveRun,
-  streamingUrl,
   type HandlerDeps,
   type ParsedTarget,
-  type StreamKind,
 } from './handlers.ts';
 import { kubeletHealthChecks, serveMonitoring, type MonitoringDeps } from './monitoring.ts';
 import { serveNodeLogs } from './node-logs.ts';
+import { streamingUrl, type StreamKind } from './stream-target.ts';
 import { proxyUpgrade, writeRawResponse } from './streaming.ts';
 import { serveTranslated, translationFor } from './ws-translate.ts';
 import {

@@ -10,21 +10,7 @@ import {
   SpdyProtocolError,
   synStream,
 } from './spdy.ts';
-
-/** Decodes a raw SPDY/3 name/value block. */
-function nameValues(raw: Buffer): [string, string][] {
-  const out: [string, string][] = [];
-  let at = 4;
-  for (let i = 0; i < raw.readUInt32BE(0); i++) {
-    const n = raw.readUInt32BE(at);
-    const name = raw.toString('utf8', at + 4, at + 4 + n);
-    at += 4 + n;
-    const v = raw.readUInt32BE(at);
-    out.push([name, raw.toString('utf8', at + 4, at + 4 + v)]);
-    at += 4 + v;
-  }
-  return out;
-}
+import { nameValues } from './spdy-testing.ts';
 
 describe('SPDY framing', () => {
   it('header blocks are one zlib stream that any inflater reads block by block', () => {

@@ -13,7 +13,8 @@ import { WebSocket } from 'ws';
 import { createServer as createHttpServer } from '../util/node-http.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { dataFrame, FrameReader, FrameType } from './spdy.ts';
-import type { StreamFlags } from './handlers.ts';
+import { nameValues } from './spdy-testing.ts';
+import type { StreamFlags } from './stream-target.ts';
 import { serveTranslated, type Translation } from './ws-translate.ts';
 
 /**
@@ -33,16 +34,7 @@ function fakeRuntime(answer: string): { server: Server; heads: string[]; streamT
     const streamTypeOf = (block: Buffer): string => {
       const body = block[0] === 0x78 ? block.subarray(2) : block;
       const raw = inflateRawSync(body, { finishFlush: constants.Z_SYNC_FLUSH });
-      let at = 4;
-      for (let i = 0; i < raw.readUInt32BE(0); i++) {
-        const n = raw.readUInt32BE(at);
-        const name = raw.toString('utf8', at + 4, at + 4 + n);
-        at += 4 + n;
-        const v = raw.readUInt32BE(at);
-        if (name === 'streamtype') return raw.toString('utf8', at + 4, at + 4 + v);
-        at += 4 + v;
-      }
-      return '';
+      return nameValues(raw).find(([name]) => name === 'streamtype')?.[1] ?? '';
     };
     const onFrames = (chunk: Buffer): void => {
       for (const frame of reader.push(chunk)) {

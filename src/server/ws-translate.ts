@@ -24,7 +24,7 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer } from 'ws';
 import type { Logger } from '../util/logger.ts';
 import { headerValue, parseResponseHead, ResponseHeadError } from '../util/http1.ts';
-import type { StreamFlags, StreamKind } from './handlers.ts';
+import type { StreamFlags, StreamKind } from './stream-target.ts';
 import {
   controlStreamId,
   dataFrame,

@@ -6,7 +6,8 @@ import { cri } from '../cri/index.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
 import type { RuntimePodSnapshot } from '../pleg/types.ts';
 import { systemClock } from '../util/clock.ts';
-import { parseTarget, streamingUrl, type HandlerDeps } from './handlers.ts';
+import { parseTarget, type HandlerDeps } from './handlers.ts';
+import { streamingUrl } from './stream-target.ts';
 
 const IMAGE = '127.0.0.1:5000/berth/busybox:1.35.0';
 
