@@ -84,6 +84,7 @@ async function kubeletSide(
   runtimePort: number,
   translation: Translation,
   streams: StreamFlags,
+  options: { readonly logger?: MemoryLogger; readonly idleTimeoutMs?: number } = {},
 ): Promise<{ port: number; close: () => void }> {
   const server = createHttpServer();
   server.on('upgrade', (req, socket, head: Buffer) => {
@@ -94,7 +95,7 @@ async function kubeletSide(
       `http://127.0.0.1:${runtimePort}/exec/token`,
       translation,
       streams,
-      { logger: new MemoryLogger(), idleTimeoutMs: 0 },
+      { logger: options.logger ?? new MemoryLogger(), idleTimeoutMs: options.idleTimeoutMs ?? 0 },
     );
   });
   server.listen(0, '127.0.0.1');
@@ -242,4 +243,66 @@ describe('WebSocket streams translated by berth', () => {
       echo.close();
     }
   });
+
+  it(
+    'streamingConnectionIdleTimeout cuts a translated stream with no bytes either way',
+    { timeout: 10_000 },
+    async () => {
+      const logger = new MemoryLogger();
+      const kubelet = await kubeletSide(runtimePort, 'channels', streams, {
+        logger,
+        idleTimeoutMs: 300,
+      });
+      try {
+        // The stand-in runtime waits for stdin to end, so nothing moves after the open.
+        const { messages, code } = await converse(kubelet.port, 'v5.channel.k8s.io', (ws) => {
+          ws.send(Buffer.concat([Buffer.from([0]), Buffer.from('once')]));
+        });
+        // Terminated, not closed: no status reaches the client, only the abnormal close.
+        assert.equal(code, 1006);
+        assert.equal(
+          messages.some((m) => m[0] === 3),
+          false,
+        );
+        assert.ok(
+          logger.records.some((r) => r.msg === 'Closing an idle stream'),
+          JSON.stringify(logger.records),
+        );
+      } finally {
+        kubelet.close();
+      }
+    },
+  );
+
+  it(
+    'a stream whose bytes keep moving outlives the idle timeout',
+    { timeout: 10_000 },
+    async () => {
+      const kubelet = await kubeletSide(runtimePort, 'channels', streams, { idleTimeoutMs: 1000 });
+      try {
+        const { messages, code } = await converse(kubelet.port, 'v5.channel.k8s.io', (ws) => {
+          // 2.4 s of stdin, a chunk every 200 ms: twice the idle timeout, never idle for it.
+          let sent = 0;
+          const timer = setInterval(() => {
+            if (sent++ < 12) ws.send(Buffer.concat([Buffer.from([0]), Buffer.from('.')]));
+            else {
+              clearInterval(timer);
+              ws.send(Buffer.from([255, 0]));
+            }
+          }, 200);
+        });
+        assert.equal(code, 1000);
+        assert.equal(
+          messages.filter((m) => m[0] === 1 && m.subarray(1).toString() === '.').length,
+          12,
+        );
+        assert.deepEqual(
+          messages.filter((m) => m[0] === 3).map((m) => m.subarray(1).toString()),
+          ['{"status":"Success"}'],
+        );
+      } finally {
+        kubelet.close();
+      }
+    },
+  );
 });
