@@ -1,19 +1,28 @@
 /**
- * The probe benchmark's pods and how their probe logs are read back. Each pod runs
- * busybox httpd with two CGI scripts, /cgi-bin/r (readiness) and /cgi-bin/l
- * (liveness), that append the time each request reached the container to
- * /tmp/<script>.log. The container's clock is the host's, so the logs line up with the
- * benchmark's measurement window. Logs are read with CRI ExecSync, not through the
- * agent, so reading them costs both agents the same (nothing).
+ * The probe benchmark's pods and how their probe logs are read back. Each pod's
+ * container logs the wall-clock time at which every readiness and liveness request
+ * reached it, one log per probe. The container's clock is the host's, so the logs line
+ * up with the benchmark's measurement window. Logs are read with CRI ExecSync, not
+ * through the agent, so reading them costs both agents the same (nothing).
+ *
+ * Two targets serve the probes:
+ * - `server` (default): /probe-target from the grpc-health test image, a Go HTTP server
+ *   that stamps each request on arrival and forks nothing. What it logs is when the
+ *   agent's probe arrived.
+ * - `cgi`: busybox httpd with two CGI scripts that append `ts` output. Each probe forks
+ *   httpd's child, a shell and a pipeline, so at 100 pods (200 probes a second) the
+ *   logged time also holds how long those processes waited for a CPU. Kept to compare
+ *   with the runs made with it.
  */
-import type { Pod, Probe } from 'kubernetes-types/core/v1.js';
+import type { Container, Pod, Probe, Volume } from 'kubernetes-types/core/v1.js';
 import { GrpcCriClient } from '../src/cri/index.ts';
 import type { Cluster } from '../test/harness/cluster.ts';
 import { parseProbeLog } from './probe-stats.ts';
 
 export const PROBE_PORT = 8080;
-export const READINESS_PATH = '/cgi-bin/r';
-export const LIVENESS_PATH = '/cgi-bin/l';
+
+export type ProbeTargetKind = 'server' | 'cgi';
+export const PROBE_TARGETS: readonly ProbeTargetKind[] = ['server', 'cgi'];
 
 // `ts %.s` (busybox) prints the epoch with microseconds; busybox date has no %N.
 // ${0##*/} is the script's own name, so one script serves both paths.
@@ -23,8 +32,8 @@ const CGI_LINES = [
   'printf "Content-Type: text/plain\\r\\n\\r\\nok\\n"',
 ];
 
-/** The container's shell command: writes the site, then execs httpd in the foreground. */
-export const HTTPD_SCRIPT = [
+/** The CGI container's shell command: writes the site, then execs httpd in the foreground. */
+const HTTPD_SCRIPT = [
   'mkdir -p /www/cgi-bin',
   'echo ok > /www/index.html',
   `printf '%s\\n' ${CGI_LINES.map((l) => `'${l}'`).join(' ')} > /www/cgi-bin/r`,
@@ -32,6 +41,42 @@ export const HTTPD_SCRIPT = [
   'cp /www/cgi-bin/r /www/cgi-bin/l',
   `exec httpd -f -p ${PROBE_PORT} -h /www`,
 ].join(' && ');
+
+const SERVER_LOG_DIR = '/log';
+
+/** How one kind of target is run, probed and read back. */
+interface TargetShape {
+  readonly readinessPath: string;
+  readonly livenessPath: string;
+  container(cluster: Cluster): Pick<Container, 'image' | 'command' | 'volumeMounts'>;
+  readonly volumes: Volume[];
+  /** The ExecSync command that prints the log of `probe` ('r' or 'l'). */
+  catLog(probe: 'r' | 'l'): string[];
+}
+
+const TARGETS: Record<ProbeTargetKind, TargetShape> = {
+  server: {
+    readinessPath: '/r',
+    livenessPath: '/l',
+    container: (cluster) => ({
+      image: cluster.images.grpcHealthLocal,
+      command: ['/probe-target', '-port', String(PROBE_PORT), '-dir', SERVER_LOG_DIR],
+      volumeMounts: [{ name: 'log', mountPath: SERVER_LOG_DIR }],
+    }),
+    volumes: [{ name: 'log', emptyDir: {} }],
+    catLog: (probe) => ['/probe-target', '-cat', `${SERVER_LOG_DIR}/${probe}.log`],
+  },
+  cgi: {
+    readinessPath: '/cgi-bin/r',
+    livenessPath: '/cgi-bin/l',
+    container: (cluster) => ({
+      image: cluster.images.busyboxLocal,
+      command: ['sh', '-c', HTTPD_SCRIPT],
+    }),
+    volumes: [],
+    catLog: (probe) => ['cat', `/tmp/${probe}.log`],
+  },
+};
 
 /** One benchmark pod: the preloaded busybox image, readiness and liveness every second. */
 export function probePod(
@@ -41,8 +86,10 @@ export function probePod(
     readonly namespace: string;
     readonly nodeName: string;
     readonly labels: Record<string, string>;
+    readonly target: ProbeTargetKind;
   },
 ): Pod {
+  const target = TARGETS[options.target];
   const probe = (path: string): Probe => ({
     httpGet: { path, port: PROBE_PORT },
     periodSeconds: 1,
@@ -58,14 +105,14 @@ export function probePod(
       restartPolicy: 'Always',
       // The test cluster runs no DNS; ClusterFirst would only add a warning event per pod.
       dnsPolicy: 'Default',
+      volumes: target.volumes,
       containers: [
         {
           name: 'httpd',
-          image: cluster.images.busyboxLocal,
+          ...target.container(cluster),
           imagePullPolicy: 'Never',
-          command: ['sh', '-c', HTTPD_SCRIPT],
-          readinessProbe: probe(READINESS_PATH),
-          livenessProbe: probe(LIVENESS_PATH),
+          readinessProbe: probe(target.readinessPath),
+          livenessProbe: probe(target.livenessPath),
         },
       ],
     },
@@ -90,16 +137,12 @@ const CONTAINER_RUNNING = 1;
 async function readLog(
   client: GrpcCriClient,
   containerId: string,
-  file: string,
+  cmd: string[],
 ): Promise<number[]> {
-  const res = await client.runtime.execSync({
-    containerId,
-    cmd: ['cat', file],
-    timeout: 30n,
-  });
+  const res = await client.runtime.execSync({ containerId, cmd, timeout: 30n });
   if (res.exitCode !== 0) {
     throw new Error(
-      `Cannot read ${file} in ${containerId}: cat exited ${res.exitCode}: ${res.stderr.toString()}`,
+      `Cannot read a probe log in ${containerId}: ${cmd.join(' ')} exited ${res.exitCode}: ${res.stderr.toString()}`,
     );
   }
   return parseProbeLog(res.stdout.toString('utf8'));
@@ -110,8 +153,10 @@ export async function readProbeLogs(
   cluster: Cluster,
   namespace: string,
   pods: readonly string[],
+  kind: ProbeTargetKind,
   concurrency = 4,
 ): Promise<ProbeLogs[]> {
+  const target = TARGETS[kind];
   const client = new GrpcCriClient(cluster.runtime.socket, { defaultTimeoutMs: 60_000 });
   try {
     const out: ProbeLogs[] = [];
@@ -134,8 +179,8 @@ export async function readProbeLogs(
           if (newest === undefined) throw new Error(`Cannot find a running container of ${pod}`);
           out.push({
             pod,
-            readiness: await readLog(client, newest.id, '/tmp/r.log'),
-            liveness: await readLog(client, newest.id, '/tmp/l.log'),
+            readiness: await readLog(client, newest.id, target.catLog('r')),
+            liveness: await readLog(client, newest.id, target.catLog('l')),
           });
         } catch (err) {
           out.push({ pod, readiness: [], liveness: [], error: String(err) });

@@ -3,10 +3,11 @@
  * 2.x), one after another, each as its own node.
  *
  *   node_modules/.bin/node bench/probes.ts [--pods 100] [--duration 300]
- *                                          [--agents berth,upstream] [--out file.json]
+ *                                          [--agents berth,upstream] [--target server]
+ *                                          [--out file.json]
  *
- * Per agent: `pods` busybox httpd pods, each with an httpGet readiness and liveness
- * probe every second, created at once; once all are Ready (and `settle` seconds
+ * Per agent: `pods` pods serving HTTP (bench/probe-pods.ts; `--target` picks the
+ * server), each with an httpGet readiness and liveness probe every second, created at once; once all are Ready (and `settle` seconds
  * later), `duration` seconds in which the agent's CPU (every second) and RSS are
  * sampled. The pods log when each probe request reached them; from those logs come
  * the interval jitter, missed ticks and how bunched the probes of different pods are.
@@ -33,7 +34,13 @@ import {
 } from './cluster-prep.ts';
 import { observeContention, type Contention } from './contention.ts';
 import type { KubeApi, PodList } from './kube-api.ts';
-import { isReady, probePod, readProbeLogs } from './probe-pods.ts';
+import {
+  isReady,
+  PROBE_TARGETS,
+  probePod,
+  readProbeLogs,
+  type ProbeTargetKind,
+} from './probe-pods.ts';
 import {
   alignment,
   coresPerInterval,
@@ -59,6 +66,8 @@ interface BenchOptions {
   /** Seconds between all pods Ready and the start of the window (start-up work dies down). */
   readonly settleS: number;
   readonly agents: readonly string[];
+  /** What serves the probes in the pods and logs their arrival. */
+  readonly target: ProbeTargetKind;
   readonly out: string | undefined;
 }
 
@@ -102,6 +111,7 @@ function parseOptions(argv: readonly string[]): BenchOptions {
       duration: { type: 'string', default: '300' },
       settle: { type: 'string', default: '10' },
       agents: { type: 'string', default: 'berth,upstream' },
+      target: { type: 'string', default: 'server' },
       out: { type: 'string' },
     },
     strict: true,
@@ -119,7 +129,14 @@ function parseOptions(argv: readonly string[]): BenchOptions {
       throw new Error(`Cannot benchmark agent ${a}: known are ${Object.keys(AGENTS).join(', ')}`);
     }
   }
+  const target = PROBE_TARGETS.find((t) => t === values.target);
+  if (target === undefined) {
+    throw new Error(
+      `Cannot use --target ${values.target}: it must be one of ${PROBE_TARGETS.join(', ')}`,
+    );
+  }
   return {
+    target,
     pods: count('pods', values.pods, 1),
     durationS: count('duration', values.duration, 5),
     settleS: count('settle', values.settle, 0),
@@ -221,6 +238,7 @@ async function measureAgent(
             namespace: NAMESPACE,
             nodeName,
             labels: { [LABEL_RUN]: run, [LABEL_PHASE]: phase },
+            target: options.target,
           }),
         ),
       ),
@@ -249,7 +267,7 @@ async function measureAgent(
       .reduce((a, c) => a + c.restartCount, 0);
     const notReady = pods.filter((p) => !isReady(p)).length;
     log(`${agentName}: reading the probe logs`);
-    const logs = await readProbeLogs(cluster, NAMESPACE, names);
+    const logs = await readProbeLogs(cluster, NAMESPACE, names, options.target);
     const readiness = logs.map((l) => within(l.readiness, windowStart, windowEnd));
     const liveness = logs.map((l) => within(l.liveness, windowStart, windowEnd));
 
@@ -308,7 +326,7 @@ function table(results: readonly AgentResult[], options: BenchOptions): string {
   );
   lines.push(
     '',
-    `Window ${options.durationS} s per agent. Machine during each window (CPU busy share; CPU seconds of processes outside the cluster): ${busy.join(' | ')}.`,
+    `Window ${options.durationS} s per agent; probe target ${options.target}. Machine during each window (CPU busy share; CPU seconds of processes outside the cluster): ${busy.join(' | ')}.`,
   );
   return lines.join('\n');
 }
@@ -317,7 +335,7 @@ async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
   const run = runName();
   log(
-    `run ${run}: ${options.agents.join(', ')}; ${options.pods} pods, ${options.durationS} s each`,
+    `run ${run}: ${options.agents.join(', ')}; ${options.pods} pods (${options.target} target), ${options.durationS} s each`,
   );
   const loadAtStart = loadavg();
   const bench = await startBenchCluster(log);
@@ -357,6 +375,7 @@ async function main(): Promise<void> {
         durationS: options.durationS,
         settleS: options.settleS,
         agents: options.agents,
+        target: options.target,
       },
       berthLauncher: await berthLauncher(),
       agents: results,

@@ -4,8 +4,8 @@
  *   pause       - images/pause/pause.c, compiled static with Debian's gcc
  *   busybox     - Debian's busybox-static with one link per applet
  *   grpc-health - hack/images/grpc-health (a grpc.health.v1 server for gRPC probe
- *                 tests, and /kube-get, an API client using the pod's service-account
- *                 volume), built static (CGO_ENABLED=0) with the machine's Go; its
+ *                 tests; /kube-get, an API client using the pod's service-account
+ *                 volume; /probe-target, the probe benchmark's HTTP server), built static (CGO_ENABLED=0) with the machine's Go; its
  *                 modules come from the Go module proxy, pinned by go.sum
  *
  *   node hack/images/build.ts        (prints one JSON line per image)
@@ -127,8 +127,8 @@ async function grpcHealthRecipe(): Promise<ImageRecipe> {
   });
   // Cached by content: the recipe's revision, the sources, the pinned modules and the
   // toolchain. Bump the revision when populate() changes.
-  const hash = createHash('sha256').update('grpc-health recipe 3\n').update(goVersion);
-  for (const file of ['main.go', 'kube-get/main.go', 'go.mod', 'go.sum'])
+  const hash = createHash('sha256').update('grpc-health recipe 4\n').update(goVersion);
+  for (const file of ['main.go', 'kube-get/main.go', 'probe-target/main.go', 'go.mod', 'go.sum'])
     hash.update(await readFile(join(dir, file)));
   return {
     name: 'grpc-health',
@@ -146,6 +146,20 @@ async function grpcHealthRecipe(): Promise<ImageRecipe> {
       await run(
         'go',
         ['build', '-trimpath', '-ldflags', '-s -w', '-o', join(rootfs, 'kube-get'), './kube-get'],
+        goBuildOptions(dir),
+      );
+      // The probe benchmark's target: logs when each probe arrives, forks nothing.
+      await run(
+        'go',
+        [
+          'build',
+          '-trimpath',
+          '-ldflags',
+          '-s -w',
+          '-o',
+          join(rootfs, 'probe-target'),
+          './probe-target',
+        ],
         goBuildOptions(dir),
       );
     },
