@@ -122,7 +122,7 @@ describe('HandlerRunner', () => {
     assert.equal(r.ok, false);
     assert.match(
       r.ok ? '' : r.message,
-      /^HTTP lifecycle hook \(\/x\) for Container "main" in Pod "web_default\(uid-1\)" failed - error: Get "http:\/\/127\.0\.0\.1:1\/x": .*ECONNREFUSED/,
+      /^HTTP lifecycle hook \(\/x\) for Container "main" in Pod "web_default\(uid-1\)" failed - error: Get "http:\/\/127\.0\.0\.1:1\/x": dial tcp 127\.0\.0\.1:1: connect: connection refused$/,
     );
   });
 

@@ -7,6 +7,7 @@
  */
 import { BerthError } from '../util/errors.ts';
 import { requestOnce, type RawResponse } from './http-request.ts';
+import { isPlaintextAnswer, NetError } from './net-error.ts';
 
 export { MAX_BODY_BYTES } from './http-request.ts';
 /** Go's http.Client stops after 10 redirects. */
@@ -66,15 +67,6 @@ function requestHeaders(t: HttpGetTarget, purpose: 'probe' | 'lifecycle'): Recor
   return headers;
 }
 
-/** OpenSSL's complaint when the first bytes of the "handshake" are an HTTP response. */
-function isPlaintextAnswer(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown };
-  return (
-    e.code === 'ERR_SSL_WRONG_VERSION_NUMBER' ||
-    (e.code === 'EPROTO' && typeof e.message === 'string' && /wrong version number/.test(e.message))
-  );
-}
-
 function answer(res: RawResponse, url: URL, redirectNotFollowed: boolean): HttpGetResponse {
   return { statusCode: res.statusCode, body: res.body, url: url.href, redirectNotFollowed };
 }
@@ -101,7 +93,8 @@ export async function httpGet(
       signal.throwIfAborted();
       throw new HttpGetError(`Get "${url.href}": ${(err as Error).message}`, {
         cause: err,
-        plaintextAnswer: url.protocol === 'https:' && isPlaintextAnswer(err),
+        plaintextAnswer:
+          url.protocol === 'https:' && err instanceof NetError && isPlaintextAnswer(err.cause),
       });
     }
     const redirect = REDIRECT_CODES.has(res.statusCode) ? res.location : undefined;

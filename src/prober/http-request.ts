@@ -18,6 +18,7 @@ import {
   parseResponseHead,
   type ResponseHead,
 } from '../util/http1.ts';
+import { NetError } from './net-error.ts';
 
 /** Upstream reads at most 10 KiB of a probe's or hook's response body. */
 export const MAX_BODY_BYTES = 10 * 1024;
@@ -181,8 +182,14 @@ export function requestOnce(
       read(() => reader.end());
     });
     socket.on('error', (err: Error) => {
+      // Read before settle() destroys the socket; undefined before it connected.
+      const { localAddress, localPort } = socket;
+      const local =
+        localAddress === undefined || localPort === undefined
+          ? undefined
+          : { host: localAddress, port: localPort };
       settle(() => {
-        reject(err);
+        reject(new NetError(err, { host, port }, local));
       });
     });
     socket.on('close', () => {

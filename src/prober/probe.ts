@@ -7,6 +7,7 @@ import type { Container, Probe } from 'kubernetes-types/core/v1.js';
 import { CriError, type CriClient } from '../cri/index.ts';
 import { BerthError } from '../util/errors.ts';
 import { grpcProbe } from './grpc-probe.ts';
+import { goNetErrorText, joinHostPort } from './net-error.ts';
 import {
   formatUrl,
   httpGet,
@@ -176,7 +177,13 @@ function tcpProbe(host: string, port: number, signal: AbortSignal): Promise<Prob
       resolve({ result: 'success', output: '' });
     });
     socket.once('error', (err) => {
-      resolve(fail(signal.aborted ? `dial tcp ${host}:${port}: i/o timeout` : err.message));
+      resolve(
+        fail(
+          signal.aborted
+            ? `dial tcp ${joinHostPort(host, port)}: i/o timeout`
+            : goNetErrorText(err, { host, port }),
+        ),
+      );
     });
   });
 }
