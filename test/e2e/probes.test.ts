@@ -1,8 +1,9 @@
 /**
  * Probes on a berth node with containerd 2.x (issue #6, core subset): exec readiness
  * gating the Ready condition, a failing exec liveness probe restarting the container,
- * httpGet readiness on a named port and tcpSocket liveness against busybox httpd, and a
- * startup probe protecting a slow starter from its liveness probe.
+ * httpGet readiness on a named port and tcpSocket liveness against busybox httpd, a
+ * startup probe protecting a slow starter from its liveness probe, and the failure
+ * threshold and period of exec, httpGet and tcpSocket liveness probes.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -11,6 +12,7 @@ import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import {
   applyJson,
+  busyboxPod,
   eventually,
   getPod,
   probedPod,
@@ -20,6 +22,23 @@ import {
 
 const condition = (pod: Pod, type: string): string | undefined =>
   pod.status?.conditions?.find((c) => c.type === type)?.status;
+
+// Ends at once on SIGTERM (a bare sleep as PID 1 ignores it), so a liveness kill is quick.
+const SLEEPER = ['sh', '-c', 'trap "exit 0" TERM; sleep 3600 & wait'];
+// Each probe that reaches the container appends the time (whole seconds) to its
+// termination log, so the killed instance's termination message lists every probe it got.
+const STAMP = 'date +%s >> /dev/termination-log';
+// busybox httpd whose /cgi-bin/sick stamps and answers 500.
+const SICK_HTTPD = [
+  'sh',
+  '-c',
+  [
+    'mkdir -p /www/cgi-bin',
+    `printf '%s\\n' '#!/bin/sh' '${STAMP}' 'printf "Status: 500 Internal Server Error\\r\\nContent-Type: text/plain\\r\\n\\r\\nsick\\n"' > /www/cgi-bin/sick`,
+    'chmod +x /www/cgi-bin/sick',
+    'exec httpd -f -p 8080 -h /www',
+  ].join(' && '),
+];
 
 describe('probes on berth with containerd2', () => {
   let cluster: Cluster;
@@ -212,5 +231,82 @@ describe('probes on berth with containerd2', () => {
       JSON.stringify(events),
     );
     assert.ok(!events.some((e) => e.reason === 'Killing'), JSON.stringify(events));
+  });
+
+  test('liveness failing 3 times at period 1 s restarts after the third probe: exec, httpGet, tcpSocket', async () => {
+    const pod = busyboxPod(cluster, 'live-threshold', node, {
+      grace: 2,
+      containers: [
+        { name: 'exec', command: SLEEPER },
+        { name: 'http', command: SICK_HTTPD },
+        { name: 'tcp', command: SLEEPER },
+      ],
+    });
+    const liveness = {
+      exec: { exec: { command: ['sh', '-c', `${STAMP}; exit 1`] } },
+      http: { httpGet: { path: '/cgi-bin/sick', port: 8080 } },
+      // Nothing listens on 9999 in the pod's network namespace.
+      tcp: { tcpSocket: { port: 9999 } },
+    } as const;
+    const containers = (pod.spec?.containers ?? []).map((c) => ({
+      ...c,
+      livenessProbe: {
+        ...liveness[c.name as keyof typeof liveness],
+        // httpd must be listening before the first probe, or a refused connection
+        // would count as a failure the container never saw.
+        initialDelaySeconds: 1,
+        periodSeconds: 1,
+        failureThreshold: 3,
+      },
+    }));
+    await applyJson(cluster, { ...pod, spec: { ...pod.spec, containers } });
+    const restarted = await waitForPod(
+      cluster,
+      'default',
+      'live-threshold',
+      'every container restarted by its liveness probe',
+      (p) =>
+        (p.status?.containerStatuses ?? []).length === 3 &&
+        (p.status?.containerStatuses ?? []).every((c) => c.restartCount >= 1),
+      120_000,
+    );
+    const statuses = restarted.status?.containerStatuses ?? [];
+    for (const name of ['exec', 'http'] as const) {
+      const status = statuses.find((c) => c.name === name);
+      const message = status?.lastState?.terminated?.message ?? '';
+      const stamps = message
+        .split('\n')
+        .filter((l) => l !== '')
+        .map(Number);
+      // Three failures kill it, not one and not ten: exactly three probes reached it.
+      assert.equal(stamps.length, 3, `${name}: ${JSON.stringify(status)}`);
+      // At period 1 s the three probes span one to two seconds (the first comes at once,
+      // the rest on a random phase), never the ten-second default period.
+      const span = (stamps[2] ?? 0) - (stamps[0] ?? 0);
+      assert.ok(span >= 1 && span <= 4, `${name}: probes at ${stamps.join(', ')}`);
+    }
+    const events = await eventually('Unhealthy and Killing events of every container', async () => {
+      const all = await podEvents(cluster, 'default', 'live-threshold');
+      const has = (reason: string, match: (m: string) => boolean): boolean =>
+        all.some((e) => e.reason === reason && match(e.message));
+      const ok =
+        has(
+          'Unhealthy',
+          (m) => m === 'Liveness probe failed: HTTP probe failed with statuscode: 500',
+        ) &&
+        has(
+          'Unhealthy',
+          (m) =>
+            m.startsWith('Liveness probe failed: dial tcp ') &&
+            m.endsWith(':9999: connect: connection refused'),
+        ) &&
+        ['exec', 'http', 'tcp'].every((c) =>
+          has('Killing', (m) => m === `Container ${c} failed liveness probe, will be restarted`),
+        );
+      if (!ok)
+        throw new Error(`events so far: ${JSON.stringify(all.map((e) => [e.reason, e.message]))}`);
+      return all;
+    });
+    assert.ok(events.some((e) => e.type === 'Warning' && e.reason === 'Unhealthy'));
   });
 });
