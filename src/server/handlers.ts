@@ -263,10 +263,18 @@ export async function serveContainerLogs(
   const pod = findPod(deps, namespace, podName);
   requireContainer(pod, container);
   const uid = pod.metadata?.uid ?? '';
-  const containers = await runtimeContainers(deps, uid, container, signal);
   const wanted = logContainerId(pod, container, options.previous);
   if (typeof wanted === 'object') throw wanted;
-  const chosen = wanted === undefined ? containers[0] : containers.find((c) => c.id === wanted);
+  // The status names the instance; the PLEG's last relist usually has it, which saves
+  // a CRI listing (about 1 ms here, half of berth's answer on a kept-alive connection).
+  // Anything else asks the runtime, as before.
+  const chosen =
+    (wanted === undefined
+      ? undefined
+      : deps.runtimeCache?.get(uid).containers.find((c) => c.id === wanted)) ??
+    (await runtimeContainers(deps, uid, container, signal).then((containers) =>
+      wanted === undefined ? containers[0] : containers.find((c) => c.id === wanted),
+    ));
   if (chosen === undefined) {
     throw new HttpError(
       404,
