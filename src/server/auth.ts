@@ -108,14 +108,14 @@ interface PeerCertificate {
   readonly notAfter: number;
 }
 
-function readPeer(socket: TLSSocket, x509Enabled: boolean): PeerCertificate {
-  const peer = socket.getPeerCertificate(false);
-  const presented = Object.keys(peer).length > 0;
-  const none = { presented, notBefore: 0, notAfter: 0 };
-  // The server's `ca` is the client CA and rejectUnauthorized is false, so a peer
-  // certificate is present but `authorized` is true only if its chain verified.
-  if (!x509Enabled || !presented || !socket.authorized) return none;
-  const cert = new X509Certificate(peer.raw);
+/** What a verified client certificate names, decoded once per distinct certificate. */
+type CertificateIdentity = Omit<PeerCertificate, 'presented'>;
+
+/** Bounds the decoded certificates kept: a node sees a handful (the API server's, a few more). */
+const MAX_DECODED_CERTIFICATES = 64;
+
+function decodeIdentity(cert: X509Certificate): CertificateIdentity {
+  const none = { notBefore: 0, notAfter: 0 };
   // keyUsage here is the extended key usage list; absent means "any".
   // (typed as always present, but undefined at run time when the extension is absent).
   const eku = cert.keyUsage as readonly string[] | undefined;
@@ -124,11 +124,36 @@ function readPeer(socket: TLSSocket, x509Enabled: boolean): PeerCertificate {
   const cn = subject.get('CN')?.[0];
   if (cn === undefined || cn === '') return none;
   return {
-    presented,
     user: { username: cn, uid: '', groups: subject.get('O') ?? [], extra: {} },
     notBefore: Date.parse(cert.validFrom),
     notAfter: Date.parse(cert.validTo),
   };
+}
+
+function readPeer(
+  socket: TLSSocket,
+  x509Enabled: boolean,
+  decoded: Map<string, CertificateIdentity>,
+): PeerCertificate {
+  // The X509Certificate straight from the connection: getPeerCertificate() builds a
+  // plain object of every field first, and re-parsing its DER cost as much again.
+  const cert = socket.getPeerX509Certificate();
+  const presented = cert !== undefined;
+  // The server's `ca` is the client CA and rejectUnauthorized is false, so a peer
+  // certificate is present but `authorized` is true only if its chain verified.
+  if (!x509Enabled || cert === undefined || !socket.authorized)
+    return { presented, notBefore: 0, notAfter: 0 };
+  // The API server opens a connection per exec, attach and port-forward, always with the
+  // same certificate: what it names is decoded once. The chain was verified above, for
+  // this connection; the identity depends only on the certificate's bytes.
+  const key = cert.fingerprint256;
+  let identity = decoded.get(key);
+  if (identity === undefined) {
+    identity = decodeIdentity(cert);
+    if (decoded.size >= MAX_DECODED_CERTIFICATES) decoded.clear();
+    decoded.set(key, identity);
+  }
+  return { presented, ...identity };
 }
 
 /** Authenticates a request; undefined means 401. */
@@ -136,6 +161,7 @@ export class Authenticator {
   readonly #o: AuthenticatorOptions;
   readonly #tokens: TtlCache<UserInfo | null>;
   readonly #peers = new WeakMap<TLSSocket, PeerCertificate>();
+  readonly #decoded = new Map<string, CertificateIdentity>();
 
   constructor(options: AuthenticatorOptions) {
     this.#o = options;
@@ -176,7 +202,7 @@ export class Authenticator {
   #peer(socket: TLSSocket): PeerCertificate {
     const known = this.#peers.get(socket);
     if (known !== undefined) return known;
-    const peer = readPeer(socket, this.#o.x509Enabled);
+    const peer = readPeer(socket, this.#o.x509Enabled, this.#decoded);
     this.#peers.set(socket, peer);
     return peer;
   }

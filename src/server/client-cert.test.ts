@@ -122,6 +122,23 @@ describe('client certificates', () => {
     assert.deepEqual(users, []);
   });
 
+  test('identities decoded once per certificate: each connection is its own certificate user', async () => {
+    users.length = 0;
+    const d = clientPair(ca, 'd');
+    const e = clientPair(ca, 'e');
+    const statuses = [
+      await get(server.port, d, false),
+      await get(server.port, e, false),
+      await get(server.port, d, false),
+    ];
+    assert.deepEqual(statuses, [200, 200, 200]);
+    assert.deepEqual(users, ['system:node:d', 'system:node:e', 'system:node:d']);
+    // The same name from another CA: the chain is checked per connection, never cached.
+    users.length = 0;
+    assert.equal(await get(server.port, clientPair(other, 'd'), false), 401);
+    assert.deepEqual(users, []);
+  });
+
   test('renegotiation is refused, so a connection cannot change its certificate', async () => {
     const socket: TLSSocket = connect({
       host: '127.0.0.1',
