@@ -17,6 +17,62 @@ import { nameValues } from './spdy-testing.ts';
 import type { StreamFlags } from './stream-target.ts';
 import { serveTranslated, type Translation } from './ws-translate.ts';
 
+/** The stream type in a SYN_STREAM's header block (stored deflate blocks, no context). */
+function streamTypeOf(block: Buffer): string {
+  const body = block[0] === 0x78 ? block.subarray(2) : block;
+  const raw = inflateRawSync(body, { finishFlush: constants.Z_SYNC_FLUSH });
+  return nameValues(raw).find(([name]) => name === 'streamtype')?.[1] ?? '';
+}
+
+/**
+ * A runtime that ends an exec as containerd does: stdout and stderr end (FIN) first,
+ * then, `pauseMs` later, the status goes out on the error stream and the connection
+ * closes at once, with a reset (as a Go server closing with unread bytes does). It
+ * records the streams the client ended.
+ */
+function endingRuntime(pauseMs: number): { server: Server; clientFins: string[] } {
+  const clientFins: string[] = [];
+  const server = createNetServer((socket: Socket) => {
+    let upgraded = false;
+    const reader = new FrameReader();
+    const types = new Map<number, string>();
+    const ids = new Map<string, number>();
+    const onFrames = (chunk: Buffer): void => {
+      for (const frame of reader.push(chunk)) {
+        if (frame.kind === 'control' && frame.type === FrameType.SYN_STREAM) {
+          const id = frame.payload.readUInt32BE(0);
+          const type = streamTypeOf(frame.payload.subarray(10));
+          types.set(id, type);
+          ids.set(type, id);
+          if (type !== 'stderr') continue;
+          socket.write(dataFrame(ids.get('stdout') ?? 0, Buffer.alloc(0), true));
+          socket.write(dataFrame(id, Buffer.alloc(0), true));
+          setTimeout(() => {
+            socket.write(
+              dataFrame(ids.get('error') ?? 0, Buffer.from('{"status":"Success"}'), true),
+            );
+            socket.resetAndDestroy();
+          }, pauseMs);
+        } else if (frame.kind === 'data' && frame.fin) {
+          clientFins.push(types.get(frame.streamId) ?? String(frame.streamId));
+        }
+      }
+    };
+    socket.on('data', (chunk: Buffer) => {
+      if (upgraded) {
+        onFrames(chunk);
+        return;
+      }
+      upgraded = true;
+      socket.write(UPGRADED);
+      const end = chunk.indexOf('\r\n\r\n');
+      if (end >= 0 && end + 4 < chunk.length) onFrames(chunk.subarray(end + 4));
+    });
+    socket.on('error', () => undefined);
+  });
+  return { server, clientFins };
+}
+
 /**
  * A stand-in for the runtime's streaming server, as containerd's behaves over SPDY: it
  * reads the client's SYN_STREAM headers (through one inflater for the connection),
@@ -30,12 +86,6 @@ function fakeRuntime(answer: string): { server: Server; heads: string[]; streamT
     let head = '';
     const reader = new FrameReader();
     const ids = new Map<string, number>();
-    /** The stream type in a SYN_STREAM's header block (stored deflate blocks, no context). */
-    const streamTypeOf = (block: Buffer): string => {
-      const body = block[0] === 0x78 ? block.subarray(2) : block;
-      const raw = inflateRawSync(body, { finishFlush: constants.Z_SYNC_FLUSH });
-      return nameValues(raw).find(([name]) => name === 'streamtype')?.[1] ?? '';
-    };
     const onFrames = (chunk: Buffer): void => {
       for (const frame of reader.push(chunk)) {
         if (frame.kind === 'control' && frame.type === FrameType.SYN_STREAM) {
@@ -170,6 +220,33 @@ describe('WebSocket streams translated by berth', () => {
       assert.deepEqual(runtime.streamTypes.slice(-4), ['error', 'stdin', 'stdout', 'stderr']);
     } finally {
       kubelet.close();
+    }
+  });
+
+  it('streams the runtime ends are not ended back, so its close cannot cut the status off', async () => {
+    const ending = endingRuntime(100);
+    const kubelet = await kubeletSide(await listen(ending.server), 'channels', {
+      stdin: false,
+      stdout: true,
+      stderr: true,
+      tty: false,
+    });
+    try {
+      const { messages, code } = await converse(kubelet.port, 'v5.channel.k8s.io', () => undefined);
+      assert.equal(code, 1000);
+      assert.deepEqual(
+        messages.map((m) => [m[0], m.subarray(1).toString()]),
+        [
+          [1, ''],
+          [3, '{"status":"Success"}'],
+        ],
+      );
+      // client-go ends only stdin back; berth answering stdout's and stderr's ends was
+      // the write that could meet the runtime's reset before the status was read.
+      assert.deepEqual(ending.clientFins, []);
+    } finally {
+      kubelet.close();
+      ending.server.close();
     }
   });
 

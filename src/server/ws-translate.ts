@@ -449,9 +449,14 @@ function channels(ctx: Ctx, streams: StreamFlags): void {
               if (channel === Channel.error) statusSent = true;
               more = send(channel, frame.data) && more;
             }
-            // A stream the runtime ended is ended from this side too, as client-go does:
-            // the runtime's SPDY connection closes only once no stream is half open.
-            if (frame.fin) toRuntime(frame.streamId, Buffer.alloc(0), true);
+            // The runtime ending stdin is answered by ending it here, as client-go does
+            // (a runtime whose attach waits for all three streams needs it). No other
+            // stream is answered: the runtime closes the connection after the status,
+            // and a write that meets that close (ECONNRESET) made Node destroy the socket
+            // with the status still unread, about one exec in 500 (`kubectl exec --
+            // true` answered "the runtime closed the stream without a status").
+            if (frame.fin && frame.streamId === stdinId)
+              toRuntime(frame.streamId, Buffer.alloc(0), true);
             // The runtime writes the status last; its end is the exec's.
             if (frame.fin && frame.streamId === errorId) finish();
           } else if (frame.type === FrameType.PING) {
