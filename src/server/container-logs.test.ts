@@ -11,14 +11,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { cri } from '../cri/index.ts';
+import type { cri } from '../cri/index.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
 import { podLogsDirectory } from '../kuberuntime/labels.ts';
 import type { RuntimePodSnapshot } from '../pleg/types.ts';
 import { systemClock } from '../util/clock.ts';
 import { HttpError, parseTarget, serveContainerLogs, type HandlerDeps } from './handlers.ts';
+import { cachedRunning, runTestContainer, TEST_IMAGE } from './testing.ts';
 
-const IMAGE = '127.0.0.1:5000/berth/busybox:1.35.0';
+const IMAGE = TEST_IMAGE;
 
 describe('serveContainerLogs and the PLEG cache', () => {
   const client = new FakeCriClient();
@@ -52,30 +53,11 @@ describe('serveContainerLogs and the PLEG cache', () => {
     const dir = join(podLogsDirectory({ namespace: 'ns', name: 'web', uid }, root), 'app');
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, '0.log'), '2026-12-05T00:00:00.000000000Z stdout F hello\n');
-    client.addImage(IMAGE);
-    await client.image.pullImage({ image: { image: IMAGE } }, {});
-    const config = cri.PodSandboxConfig.fromPartial({
-      metadata: { name: 'web', uid, namespace: 'ns', attempt: 0 },
-      labels: { 'io.kubernetes.pod.uid': uid },
-      logDirectory: podLogsDirectory({ namespace: 'ns', name: 'web', uid }, root),
-    });
-    const { podSandboxId } = await client.runtime.runPodSandbox({ config, runtimeHandler: '' }, {});
-    const created = await client.runtime.createContainer(
-      {
-        podSandboxId,
-        sandboxConfig: config,
-        config: cri.ContainerConfig.fromPartial({
-          metadata: { name: 'app', attempt: 0 },
-          image: { image: IMAGE },
-          command: ['sleep', '3600'],
-          labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
-          logPath: 'app/0.log',
-        }),
-      },
-      {},
+    containerId = await runTestContainer(
+      client,
+      uid,
+      podLogsDirectory({ namespace: 'ns', name: 'web', uid }, root),
     );
-    containerId = created.containerId;
-    await client.runtime.startContainer({ containerId }, {});
   });
   after(async () => {
     server?.close();
@@ -118,12 +100,7 @@ describe('serveContainerLogs and the PLEG cache', () => {
     return `${res.status} ${await res.text()}`;
   }
 
-  const running = (id: string): cri.Container =>
-    cri.Container.fromPartial({
-      id,
-      state: cri.ContainerState.CONTAINER_RUNNING,
-      labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
-    });
+  const running = (id: string): cri.Container => cachedRunning(uid, id);
 
   it('the instance the status names, found in the cache: no listing', async () => {
     client.clearCalls();

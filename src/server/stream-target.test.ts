@@ -2,48 +2,24 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { cri } from '../cri/index.ts';
+import type { cri } from '../cri/index.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
 import type { RuntimePodSnapshot } from '../pleg/types.ts';
 import { systemClock } from '../util/clock.ts';
 import { parseTarget, type HandlerDeps } from './handlers.ts';
 import { streamingUrl } from './stream-target.ts';
-
-const IMAGE = '127.0.0.1:5000/berth/busybox:1.35.0';
+import { cachedRunning, runTestContainer, TEST_IMAGE } from './testing.ts';
 
 describe('streamingUrl and the PLEG cache', () => {
   const client = new FakeCriClient();
   const uid = randomUUID();
   const pod: Pod = {
     metadata: { name: 'web', namespace: 'ns', uid },
-    spec: { containers: [{ name: 'app', image: IMAGE }] },
+    spec: { containers: [{ name: 'app', image: TEST_IMAGE }] },
   };
   let containerId = '';
   before(async () => {
-    client.addImage(IMAGE);
-    await client.image.pullImage({ image: { image: IMAGE } }, {});
-    const config = cri.PodSandboxConfig.fromPartial({
-      metadata: { name: 'web', uid, namespace: 'ns', attempt: 0 },
-      labels: { 'io.kubernetes.pod.uid': uid },
-      logDirectory: `/tmp/berth-handlers-test-${uid}`,
-    });
-    const { podSandboxId } = await client.runtime.runPodSandbox({ config, runtimeHandler: '' }, {});
-    const created = await client.runtime.createContainer(
-      {
-        podSandboxId,
-        sandboxConfig: config,
-        config: cri.ContainerConfig.fromPartial({
-          metadata: { name: 'app', attempt: 0 },
-          image: { image: IMAGE },
-          command: ['sleep', '3600'],
-          labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
-          logPath: 'app/0.log',
-        }),
-      },
-      {},
-    );
-    containerId = created.containerId;
-    await client.runtime.startContainer({ containerId }, {});
+    containerId = await runTestContainer(client, uid, `/tmp/berth-handlers-test-${uid}`);
   });
   after(() => {
     client.close();
@@ -66,12 +42,7 @@ describe('streamingUrl and the PLEG cache', () => {
     },
   });
   const target = parseTarget('/exec/ns/web/app?command=true&stdout=1');
-  const running = (id: string): cri.Container =>
-    cri.Container.fromPartial({
-      id,
-      state: cri.ContainerState.CONTAINER_RUNNING,
-      labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
-    });
+  const running = (id: string): cri.Container => cachedRunning(uid, id);
 
   it('a running container in the cache is asked for directly, without a listing', async () => {
     client.clearCalls();

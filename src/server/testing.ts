@@ -1,11 +1,14 @@
 /**
  * Test helpers for KubeletServer tests on loopback: a self-signed serving certificate
  * from openssl, a webhook authorizer that records what it was asked, the options every
- * such test starts from, and a one-shot HTTP(S) client.
+ * such test starts from, a one-shot HTTP(S) client, and a running container in the fake
+ * runtime for the handler tests.
  */
 import type { IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
+import { cri } from '../cri/index.ts';
+import type { FakeCriClient } from '../cri/fake/index.ts';
 import type { KubeClient } from '../kube/types.ts';
 import { request as httpRequest } from '../util/node-http.ts';
 import { writeTestCertificate } from '../util/test-certificate.ts';
@@ -110,5 +113,53 @@ export function callRaw(port: number, path: string, options: CallOptions = {}): 
         : httpsRequest({ ...target, rejectUnauthorized: false }, onResponse);
     req.on('error', reject);
     req.end();
+  });
+}
+
+/** The image the handler tests' pod runs (preloaded into the fake runtime). */
+export const TEST_IMAGE = '127.0.0.1:5000/berth/busybox:1.35.0';
+
+/**
+ * Runs pod ns/web (uid `uid`) with one container `app` in `client`, as berth would have
+ * created it (pod UID and container name labels, log path app/0.log under
+ * `logDirectory`); resolves with the container's ID.
+ */
+export async function runTestContainer(
+  client: FakeCriClient,
+  uid: string,
+  logDirectory: string,
+): Promise<string> {
+  client.addImage(TEST_IMAGE);
+  await client.image.pullImage({ image: { image: TEST_IMAGE } }, {});
+  const config = cri.PodSandboxConfig.fromPartial({
+    metadata: { name: 'web', uid, namespace: 'ns', attempt: 0 },
+    labels: { 'io.kubernetes.pod.uid': uid },
+    logDirectory,
+  });
+  const { podSandboxId } = await client.runtime.runPodSandbox({ config, runtimeHandler: '' }, {});
+  const { containerId } = await client.runtime.createContainer(
+    {
+      podSandboxId,
+      sandboxConfig: config,
+      config: cri.ContainerConfig.fromPartial({
+        metadata: { name: 'app', attempt: 0 },
+        image: { image: TEST_IMAGE },
+        command: ['sleep', '3600'],
+        labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
+        logPath: 'app/0.log',
+      }),
+    },
+    {},
+  );
+  await client.runtime.startContainer({ containerId }, {});
+  return containerId;
+}
+
+/** Container `app` of pod `uid`, running, as the PLEG's cache holds it. */
+export function cachedRunning(uid: string, id: string): cri.Container {
+  return cri.Container.fromPartial({
+    id,
+    state: cri.ContainerState.CONTAINER_RUNNING,
+    labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
   });
 }
