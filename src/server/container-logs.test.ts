@@ -14,10 +14,9 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { cri } from '../cri/index.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
 import { podLogsDirectory } from '../kuberuntime/labels.ts';
-import type { RuntimePodSnapshot } from '../pleg/types.ts';
 import { systemClock } from '../util/clock.ts';
 import { HttpError, parseTarget, serveContainerLogs, type HandlerDeps } from './handlers.ts';
-import { cachedRunning, runTestContainer, TEST_IMAGE } from './testing.ts';
+import { cacheOf, cachedRunning, runTestContainer, TEST_IMAGE } from './testing.ts';
 
 const IMAGE = TEST_IMAGE;
 
@@ -73,15 +72,7 @@ describe('serveContainerLogs and the PLEG cache', () => {
       nodeName: 'node',
       podLogsDir: root,
       pods: () => new Map([[uid, pod(status)]]),
-      runtimeCache: {
-        get: (u): RuntimePodSnapshot => ({
-          uid: u,
-          sandboxes: [],
-          containers: u === uid ? cached : [],
-        }),
-        uids: () => [uid],
-        lastRelistAt: 1,
-      },
+      runtimeCache: cacheOf(uid, cached),
     };
     server ??= await new Promise<Server>((resolve) => {
       const s = createServer((req, res) => {

@@ -4,11 +4,10 @@ import { after, before, describe, it } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { cri } from '../cri/index.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
-import type { RuntimePodSnapshot } from '../pleg/types.ts';
 import { systemClock } from '../util/clock.ts';
 import { parseTarget, type HandlerDeps } from './handlers.ts';
 import { streamingUrl } from './stream-target.ts';
-import { cachedRunning, runTestContainer, TEST_IMAGE } from './testing.ts';
+import { cacheOf, cachedRunning, runTestContainer, TEST_IMAGE } from './testing.ts';
 
 describe('streamingUrl and the PLEG cache', () => {
   const client = new FakeCriClient();
@@ -31,15 +30,7 @@ describe('streamingUrl and the PLEG cache', () => {
     nodeName: 'node',
     podLogsDir: '/nonexistent',
     pods: () => new Map([[uid, pod]]),
-    runtimeCache: {
-      get: (u): RuntimePodSnapshot => ({
-        uid: u,
-        sandboxes: [],
-        containers: u === uid ? containers : [],
-      }),
-      uids: () => [uid],
-      lastRelistAt: 1,
-    },
+    runtimeCache: cacheOf(uid, containers),
   });
   const target = parseTarget('/exec/ns/web/app?command=true&stdout=1');
   const running = (id: string): cri.Container => cachedRunning(uid, id);

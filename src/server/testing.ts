@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { cri } from '../cri/index.ts';
 import type { FakeCriClient } from '../cri/fake/index.ts';
 import type { KubeClient } from '../kube/types.ts';
+import type { RuntimeCache } from '../pleg/types.ts';
 import { request as httpRequest } from '../util/node-http.ts';
 import { writeTestCertificate } from '../util/test-certificate.ts';
 import type { KubeletServerOptions } from './server.ts';
@@ -162,4 +163,13 @@ export function cachedRunning(uid: string, id: string): cri.Container {
     state: cri.ContainerState.CONTAINER_RUNNING,
     labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'app' },
   });
+}
+
+/** A PLEG cache that holds `containers` for pod `uid` and nothing for any other pod. */
+export function cacheOf(uid: string, containers: readonly cri.Container[]): RuntimeCache {
+  return {
+    get: (u) => ({ uid: u, sandboxes: [], containers: u === uid ? containers : [] }),
+    uids: () => [uid],
+    lastRelistAt: 1,
+  };
 }
