@@ -271,7 +271,15 @@ function suite(kind: RuntimeKind): void {
         pod.status?.containerStatuses?.[0]?.state?.waiting?.message ?? '',
         /invalid reference format/,
       );
-      const events = await podEvents(cluster, 'default', 'bad-ref');
+      // Events go out on their own queue: the status patch may land first.
+      const events = await eventually(
+        'an InspectFailed event',
+        async () => {
+          const list = await podEvents(cluster, 'default', 'bad-ref');
+          return list.some((e) => e.reason === 'InspectFailed') ? list : undefined;
+        },
+        30_000,
+      );
       assert.ok(
         events.some((e) => e.reason === 'InspectFailed'),
         'InspectFailed event',
@@ -331,7 +339,14 @@ function suite(kind: RuntimeKind): void {
       const t = terminated(pod);
       assert.ok(t !== undefined && t.exitCode !== 0, 'terminated with a non-zero exit code');
       assert.match(`${t.reason ?? ''} ${t.message ?? ''}`, /StartError|no such file|not found/i);
-      const events = await podEvents(cluster, 'default', 'bad-command');
+      const events = await eventually(
+        'a Failed warning event',
+        async () => {
+          const list = await podEvents(cluster, 'default', 'bad-command');
+          return list.some((e) => e.type === 'Warning' && e.reason === 'Failed') ? list : undefined;
+        },
+        30_000,
+      );
       assert.ok(
         events.some((e) => e.type === 'Warning' && e.reason === 'Failed'),
         'a Failed warning event',
