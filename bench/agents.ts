@@ -13,6 +13,8 @@ export interface AgentStartOptions {
   /** The agent must admit at least this many pods (the batch phase's size). */
   readonly maxPods: number;
   readonly log: (message: string) => void;
+  /** The runtime it drives (default: the cluster's containerd). */
+  readonly runtimeSocket?: string;
 }
 
 export interface RunningAgent {
@@ -36,6 +38,7 @@ export const upstreamAgent: Agent = {
       nodeName: 'bench-upstream',
       config: { maxPods: Math.max(110, options.maxPods + 10) },
       log: options.log,
+      ...(options.runtimeSocket !== undefined && { runtimeSocket: options.runtimeSocket }),
     });
     return { nodeName: kubelet.nodeName, pid: kubelet.process.pid, stop: () => kubelet.stop() };
   },
@@ -45,8 +48,13 @@ export const upstreamAgent: Agent = {
 export const berthAgent: Agent = {
   async start(cluster, options) {
     const nodeName = 'bench-berth';
+    const runtimeSocket = options.runtimeSocket ?? cluster.runtime.socket;
     const berth = await startBerth(cluster, {
       nodeName,
+      runtimeSocket,
+      // Its own cgroup, as the upstream kubelet has: side by side, neither agent's
+      // kubepods gets a larger CPU share than the other's.
+      cgroupRoot: `${cluster.state.cgroupRoot}/${nodeName}`,
       extraConfig: [`maxPods: ${String(Math.max(110, options.maxPods + 10))}`],
     });
     await eventually(
@@ -72,7 +80,7 @@ export const berthAgent: Agent = {
       async stop() {
         await berth.stop();
         // Leave the runtime empty for the next agent: berth keeps pods running on stop.
-        const cri = new GrpcCriClient(cluster.runtime.socket);
+        const cri = new GrpcCriClient(runtimeSocket);
         try {
           for (const s of (await cri.runtime.listPodSandbox({})).items) {
             await cri.runtime.stopPodSandbox({ podSandboxId: s.id });

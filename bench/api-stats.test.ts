@@ -5,9 +5,11 @@ import {
   forwardedPort,
   MarkerScanner,
   mibPerSecond,
+  pairedDifference,
   parseBytes,
   passOrder,
   poolPasses,
+  signTestRank,
   type PassSamples,
 } from './api-stats.ts';
 
@@ -60,5 +62,44 @@ describe('api benchmark numbers', () => {
     assert.deepEqual(pooled.logsMiBps, [10, null, 20, null]);
     assert.equal(cpuMsPer(pooled.execCpuSeconds, pooled.execMs.length), 150);
     assert.equal(cpuMsPer(pooled.forwardCpuSeconds, pooled.forwardMiB), 1.172);
+  });
+
+  test('sign-test ranks match the exact binomial ones', () => {
+    // Checked against the binomial cumulative distribution computed exactly.
+    assert.equal(signTestRank(5), 0);
+    assert.equal(signTestRank(6), 1);
+    assert.equal(signTestRank(20), 6);
+    assert.equal(signTestRank(60), 22);
+    assert.equal(signTestRank(1000), 469);
+    assert.throws(() => signTestRank(-1), /Cannot rank/);
+  });
+
+  test('paired differences: median, interval from order statistics, who was lower', () => {
+    const b = [10, 10, 10, 10, 10, 10];
+    const a = [9, 11, 8, 12, 10.5, 7];
+    // Differences sorted: -3, -2, -1, 0.5, 1, 2; k = 1 takes the extremes.
+    assert.deepEqual(pairedDifference(a, b), {
+      n: 6,
+      median: -0.25,
+      ci95: [-3, 2],
+      aLower: 3,
+    });
+    // Odd count, too few pairs for an interval.
+    assert.deepEqual(pairedDifference([1, 2, 3], [0, 0, 5]), {
+      n: 3,
+      median: 1,
+      ci95: null,
+      aLower: 1,
+    });
+    // A shift hidden in noise that pairs cancel: every pair shares its round's drift.
+    const drift = Array.from({ length: 60 }, (_, i) => 100 + 40 * Math.sin(i));
+    const shifted = pairedDifference(
+      drift.map((x) => x + 2),
+      drift,
+    );
+    assert.equal(shifted.median, 2);
+    assert.deepEqual(shifted.ci95, [2, 2]);
+    assert.equal(shifted.aLower, 0);
+    assert.throws(() => pairedDifference([1], [1, 2]), /Cannot pair/);
   });
 });

@@ -124,3 +124,54 @@ export function poolPasses(passes: readonly PassSamples[]): PassSamples {
     forwardMiB: sum((p) => p.forwardMiB),
   };
 }
+
+/** How agent A compares with agent B over paired samples (A's i-th with B's i-th). */
+export interface PairedDifference {
+  readonly n: number;
+  /** Median of A − B. */
+  readonly median: number;
+  /**
+   * A distribution-free interval that holds the median of A − B with at least 95 %
+   * confidence (the sign test's order statistics); null with fewer than 6 pairs, where
+   * no such interval exists.
+   */
+  readonly ci95: readonly [number, number] | null;
+  /** Pairs in which A's value was the lower one. */
+  readonly aLower: number;
+}
+
+/**
+ * Largest k with P(Bin(n, ½) < k) ≤ 0.025: the k-th smallest and k-th largest of n
+ * differences bound their median with at least 95 % confidence. 0 when n is too small.
+ */
+export function signTestRank(n: number): number {
+  if (!Number.isInteger(n) || n < 0) throw new Error(`Cannot rank ${n} pairs`);
+  // Cumulative binomial probabilities in log space, so 0.5^n does not underflow.
+  let logPmf = n * Math.log(0.5);
+  let cdf = 0;
+  let k = 0;
+  for (let i = 0; i <= n; i++) {
+    cdf += Math.exp(logPmf);
+    if (cdf > 0.025) break;
+    k = i + 1;
+    logPmf += Math.log((n - i) / (i + 1));
+  }
+  return k;
+}
+
+/** Compares paired samples `a` and `b` (same length, the i-th of each taken together). */
+export function pairedDifference(a: readonly number[], b: readonly number[]): PairedDifference {
+  if (a.length !== b.length || a.length === 0)
+    throw new Error(`Cannot pair ${a.length} samples with ${b.length}`);
+  const d = a.map((x, i) => x - (b[i] ?? Number.NaN)).sort((x, y) => x - y);
+  const n = d.length;
+  const at = (i: number): number => d[i] ?? Number.NaN;
+  const median = n % 2 === 1 ? at((n - 1) / 2) : (at(n / 2 - 1) + at(n / 2)) / 2;
+  const k = signTestRank(n);
+  return {
+    n,
+    median: round3(median),
+    ci95: k >= 1 ? [round3(at(k - 1)), round3(at(n - k))] : null,
+    aLower: a.filter((x, i) => x < (b[i] ?? Number.NaN)).length,
+  };
+}

@@ -16,27 +16,22 @@
  * that many times, the order alternating (A B, B A, ...), and its passes pooled. Writes
  * JSON under bench/results/ and prints a markdown table.
  */
-import { spawn } from 'node:child_process';
-import { request } from 'node:http';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import type { Pod } from 'kubernetes-types/core/v1.js';
 import { REPO_ROOT } from '../test/harness/binaries.ts';
 import type { Cluster } from '../test/harness/cluster.ts';
-import { run } from '../test/harness/exec.ts';
 import { AGENTS } from './agents.ts';
 import {
-  cpuMsPer,
-  forwardedPort,
-  MarkerScanner,
-  mibPerSecond,
-  parseBytes,
-  passOrder,
-  poolPasses,
-  type PassSamples,
-} from './api-stats.ts';
+  benchPods,
+  createPods,
+  deletePods,
+  execOnce,
+  followRound,
+  forwardRound,
+  NAMESPACE,
+} from './api-phases.ts';
+import { cpuMsPer, parseBytes, passOrder, poolPasses, type PassSamples } from './api-stats.ts';
 import {
   clearRuntime,
   prepareNamespace,
@@ -47,9 +42,6 @@ import {
   writeReport,
 } from './cluster-prep.ts';
 import { cpuSeconds, summarize, type Summary } from './stats.ts';
-
-const NAMESPACE = 'berth-bench-api';
-const MARKER = 'BENCH-END-OF-LOG';
 
 interface Options {
   readonly execs: number;
@@ -111,93 +103,6 @@ function parseOptions(argv: readonly string[]): Options {
   };
 }
 
-function pod(cluster: Cluster, name: string, node: string, script: string): Pod {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NAMESPACE },
-    spec: {
-      nodeName: node,
-      automountServiceAccountToken: false,
-      terminationGracePeriodSeconds: 1,
-      containers: [
-        {
-          name: 'main',
-          image: cluster.images.busyboxLocal,
-          imagePullPolicy: 'Never',
-          command: ['sh', '-c', script],
-        },
-      ],
-    },
-  };
-}
-
-const kubectlArgs = (cluster: Cluster, args: readonly string[]): string[] => [
-  '--kubeconfig',
-  cluster.adminKubeconfig,
-  '-n',
-  NAMESPACE,
-  ...args,
-];
-
-interface Followed {
-  /** From the spawn of kubectl to its first stdout byte. */
-  readonly firstByteMs: number;
-  readonly scanner: MarkerScanner;
-  /** When each stdout chunk arrived (performance.now()) and the bytes before it. */
-  readonly chunks: readonly { readonly at: number; readonly offset: number }[];
-  readonly endMs: number;
-}
-
-/** Spawns kubectl; resolves once `MARKER` has been printed. */
-function follow(
-  cluster: Cluster,
-  args: readonly string[],
-  onFirstByte: () => void,
-): Promise<Followed> {
-  const child = spawn(cluster.bin.kubectl, kubectlArgs(cluster, args), {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const started = performance.now();
-  const scanner = new MarkerScanner(MARKER);
-  let firstByteMs = -1;
-  const chunks: { at: number; offset: number }[] = [];
-  return new Promise<Followed>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      const at = performance.now();
-      chunks.push({ at, offset: scanner.bytes });
-      if (firstByteMs < 0) {
-        firstByteMs = at - started;
-        onFirstByte();
-      }
-      if (scanner.push(chunk)) {
-        resolve({ firstByteMs, scanner, chunks, endMs: at });
-        child.kill('SIGTERM');
-      }
-    });
-    child.on('exit', (code) => {
-      reject(new Error(`kubectl ${args.join(' ')} exited (${String(code)}) before the marker`));
-    });
-  });
-}
-
-/** GETs http://127.0.0.1:port/big; the bytes and milliseconds it took. */
-function download(port: number): Promise<{ bytes: number; ms: number }> {
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const req = request({ host: '127.0.0.1', port, path: '/big' }, (res) => {
-      let bytes = 0;
-      res.on('data', (c: Buffer) => (bytes += c.length));
-      res.on('end', () => {
-        resolve({ bytes, ms: performance.now() - started });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
 /** One pass of agent `name`: `pass` names its pods apart from the earlier passes' ones. */
 async function measure(
   cluster: Cluster,
@@ -213,98 +118,27 @@ async function measure(
   const cpu = () => cpuSeconds(pid);
   const prefix = `${name}-${pass}`;
   try {
-    const logger = (r: number) =>
-      pod(
-        cluster,
-        `${prefix}-logs-${r}`,
-        node,
-        `echo ready; while [ ! -e /tmp/go ]; do sleep 0.05; done; ` +
-          `head -c ${o.logBytes} /dev/zero | tr '\\0' a | fold -w 99; echo ${MARKER}; sleep 3600`,
-      );
-    const pods = [
-      pod(cluster, `${prefix}-exec`, node, 'sleep 3600'),
-      pod(
-        cluster,
-        `${prefix}-web`,
-        node,
-        `mkdir -p /www; head -c ${o.forwardBytes} /dev/zero > /www/big; echo up; httpd -f -p 8080 -h /www`,
-      ),
-      ...Array.from({ length: o.rounds }, (_, r) => logger(r)),
-    ];
-    await run(cluster.bin.kubectl, kubectlArgs(cluster, ['apply', '-f', '-']), {
-      input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: pods }),
-    });
-    await run(
-      cluster.bin.kubectl,
-      kubectlArgs(cluster, ['wait', '--for=condition=Ready', 'pod', '--all', '--timeout=180s']),
-      { timeoutMs: 200_000 },
-    );
+    await createPods(cluster, benchPods(cluster, node, prefix, o));
     log(`${name} (pass ${pass + 1}): ${o.execs} execs`);
     const execMs: number[] = [];
     const execCpu0 = await cpu();
-    for (let i = 0; i < o.execs; i++) {
-      const t = performance.now();
-      await run(
-        cluster.bin.kubectl,
-        kubectlArgs(cluster, ['exec', `${prefix}-exec`, '--', 'true']),
-      );
-      execMs.push(performance.now() - t);
-    }
+    for (let i = 0; i < o.execs; i++) execMs.push(await execOnce(cluster, prefix));
     const execCpu = (await cpu()) - execCpu0;
     log(`${name}: ${o.rounds} log follows of ${o.logBytes} bytes`);
     const firstBytes: number[] = [];
     const logsMiBps: (number | null)[] = [];
     const logsCpu0 = await cpu();
     for (let r = 0; r < o.rounds; r++) {
-      const podName = `${prefix}-logs-${r}`;
-      let sawFirst: () => void = () => undefined;
-      const first = new Promise<void>((resolve) => (sawFirst = resolve));
-      const f = follow(cluster, ['logs', '-f', podName], () => {
-        sawFirst();
-      });
-      await first;
-      const trigger = performance.now();
-      await run(
-        cluster.bin.kubectl,
-        kubectlArgs(cluster, ['exec', podName, '--', 'touch', '/tmp/go']),
-      );
-      const { firstByteMs, scanner, chunks, endMs } = await f;
-      firstBytes.push(firstByteMs);
-      // From the first byte of the bulk (the first chunk after the trigger) to the marker,
-      // so the trigger's own exec round trip is not counted.
-      const bulk = chunks.find((c) => c.at > trigger) ?? { at: trigger, offset: 0 };
-      logsMiBps.push(mibPerSecond((scanner.bytesBefore ?? 0) - bulk.offset, endMs - bulk.at));
+      const got = await followRound(cluster, prefix, r);
+      firstBytes.push(got.firstByteMs);
+      logsMiBps.push(got.mibps);
     }
     const logsCpu = (await cpu()) - logsCpu0;
     log(`${name}: ${o.rounds} port-forward downloads of ${o.forwardBytes} bytes`);
     const forwardMiBps: (number | null)[] = [];
     const forwardCpu0 = await cpu();
-    for (let r = 0; r < o.rounds; r++) {
-      const child = spawn(
-        cluster.bin.kubectl,
-        kubectlArgs(cluster, ['port-forward', `pod/${prefix}-web`, ':8080']),
-        { stdio: ['ignore', 'pipe', 'inherit'] },
-      );
-      try {
-        const port = await new Promise<number>((resolve, reject) => {
-          let out = '';
-          child.stdout.on('data', (c: Buffer) => {
-            out += c.toString();
-            const p = forwardedPort(out);
-            if (p !== undefined) resolve(p);
-          });
-          child.on('exit', () => {
-            reject(new Error(`kubectl port-forward exited: ${out}`));
-          });
-        });
-        const got = await download(port);
-        if (got.bytes !== o.forwardBytes)
-          throw new Error(`port-forward moved ${got.bytes} bytes, not ${o.forwardBytes}`);
-        forwardMiBps.push(mibPerSecond(got.bytes, got.ms));
-      } finally {
-        child.kill('SIGTERM');
-      }
-    }
+    for (let r = 0; r < o.rounds; r++)
+      forwardMiBps.push(await forwardRound(cluster, prefix, o.forwardBytes));
     const forwardCpu = (await cpu()) - forwardCpu0;
     const mib = (bytes: number) => (bytes * o.rounds) / 2 ** 20;
     return {
@@ -319,18 +153,7 @@ async function measure(
       forwardMiB: mib(o.forwardBytes),
     };
   } finally {
-    await run(
-      cluster.bin.kubectl,
-      kubectlArgs(cluster, [
-        'delete',
-        'pods',
-        '--all',
-        '--grace-period=0',
-        '--force',
-        '--wait=false',
-      ]),
-      { okCodes: [0, 1] },
-    );
+    await deletePods(cluster);
     await running.stop();
   }
 }

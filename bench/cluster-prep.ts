@@ -13,6 +13,7 @@ import { pinnedVersions } from '../test/harness/binaries.ts';
 import { startCluster, type Cluster } from '../test/harness/cluster.ts';
 import { stopRunningAgents } from './agents.ts';
 import { ApiError, KubeApi } from './kube-api.ts';
+import { stopExtraRuntimes } from './runtimes.ts';
 
 /** The run's name: the UTC start time, e.g. 20261203t103236. */
 export function runName(): string {
@@ -28,8 +29,9 @@ export interface BenchCluster {
 
 /**
  * Starts the benchmark cluster (containerd 2.x) and connects as admin. SIGINT/SIGTERM
- * stop the agents still running first, then the cluster, then exit 130: an agent left
- * running restarts its pods while the runtime is torn down under it.
+ * stop the agents still running first, then any extra runtime, then the cluster, then
+ * exit 130: an agent left running restarts its pods while the runtime is torn down
+ * under it.
  */
 export async function startBenchCluster(log: (message: string) => void): Promise<BenchCluster> {
   const cluster = await startCluster({ runtime: 'containerd2', log });
@@ -39,6 +41,7 @@ export async function startBenchCluster(log: (message: string) => void): Promise
     interrupted = true;
     log('interrupted: stopping the agents, then the cluster');
     void stopRunningAgents(log)
+      .then(() => stopExtraRuntimes(log))
       .then(() => cluster.stop())
       .finally(() => process.exit(130));
   };
@@ -100,6 +103,7 @@ export async function stopBenchCluster(
 ): Promise<void> {
   bench.api.close();
   if (bench.interrupted()) return;
+  await stopExtraRuntimes(log);
   await bench.cluster.stop();
   const leaks = await bench.cluster.leaks();
   if (leaks.length > 0) log(`teardown left:\n${leaks.join('\n')}`);

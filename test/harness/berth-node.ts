@@ -24,6 +24,13 @@ export interface BerthNodeOptions {
    * the test must approve. The token: a valid one from createBootstrapToken by default.
    */
   readonly bootstrap?: { readonly token?: string };
+  /** CRI socket of the runtime it drives (default: the cluster's containerd). */
+  readonly runtimeSocket?: string;
+  /**
+   * Cgroup under which berth makes kubepods (default: the cluster's cgroup root). Must
+   * be inside the cluster's cgroup root, or teardown would not remove it.
+   */
+  readonly cgroupRoot?: string;
 }
 
 export interface BerthNode {
@@ -55,6 +62,15 @@ export async function startBerth(
   options: BerthNodeOptions = {},
 ): Promise<BerthNode> {
   const nodeName = options.nodeName ?? `berth-${cluster.id}`;
+  const cgroupRoot = options.cgroupRoot ?? cluster.state.cgroupRoot;
+  if (
+    cgroupRoot !== cluster.state.cgroupRoot &&
+    !cgroupRoot.startsWith(`${cluster.state.cgroupRoot}/`)
+  ) {
+    throw new Error(
+      `Cannot use cgroup root ${cgroupRoot} for node ${nodeName}: it must be under the cluster's ${cluster.state.cgroupRoot}`,
+    );
+  }
   const identity = await createNodeIdentity(cluster, nodeName);
   const dir = join(cluster.root, 'nodes', nodeName, 'berth');
   await mkdir(dir, { recursive: true });
@@ -80,8 +96,8 @@ export async function startBerth(
     [
       'apiVersion: kubelet.config.k8s.io/v1beta1',
       'kind: KubeletConfiguration',
-      `containerRuntimeEndpoint: unix://${cluster.runtime.socket}`,
-      `cgroupRoot: ${cluster.state.cgroupRoot}`,
+      `containerRuntimeEndpoint: unix://${options.runtimeSocket ?? cluster.runtime.socket}`,
+      `cgroupRoot: ${cgroupRoot}`,
       'cgroupDriver: cgroupfs',
       `podLogsDir: ${join(dir, 'pod-logs')}`,
       'address: 127.0.0.1',

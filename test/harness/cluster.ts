@@ -97,7 +97,7 @@ export interface Cluster {
 
 export const STATE_FILE = 'cluster-state.json';
 
-async function pickSubnetPrefix(): Promise<string> {
+export async function pickSubnetPrefix(): Promise<string> {
   const { stdout } = await run('ip', ['-o', '-4', 'addr', 'show']);
   for (let i = 0; i < 50; i++) {
     const prefix = `10.88.${1 + Math.floor(Math.random() * 250)}`;

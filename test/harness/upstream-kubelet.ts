@@ -51,6 +51,8 @@ export interface UpstreamKubeletOptions {
    * other's pod cgroups (a kubelet removes pod cgroups it does not know).
    */
   readonly cgroupRoot?: string;
+  /** CRI socket of the runtime it drives (default: the cluster's containerd). */
+  readonly runtimeSocket?: string;
   /** klog verbosity (default 0, the kubelet's own default). */
   readonly verbosity?: number;
   /** KubeletConfiguration fields merged over the harness's (shallow). */
@@ -186,7 +188,7 @@ async function mountsUnder(dir: string): Promise<string[]> {
     .sort((a, b) => b.length - a.length);
 }
 
-async function unmountAll(dir: string): Promise<void> {
+export async function unmountAll(dir: string): Promise<void> {
   for (const m of await mountsUnder(dir)) {
     await run('umount', [m]).catch(() => run('umount', ['-l', m]).catch(() => undefined));
   }
@@ -263,6 +265,7 @@ function kubeletConfiguration(p: {
   port: number;
   healthzPort: number;
   cgroupRoot: string;
+  runtimeSocket: string;
   podLogsDir: string;
   volumePluginDir: string;
   oomScoreAdj: number;
@@ -284,7 +287,7 @@ function kubeletConfiguration(p: {
       anonymous: { enabled: false },
     },
     authorization: { mode: 'Webhook' },
-    containerRuntimeEndpoint: `unix://${p.cluster.runtime.socket}`,
+    containerRuntimeEndpoint: `unix://${p.runtimeSocket}`,
     cgroupDriver: 'cgroupfs',
     cgroupRoot: p.cgroupRoot,
     cgroupsPerQOS: true,
@@ -319,6 +322,7 @@ export async function startUpstreamKubelet(
   const identity = await createNodeIdentity(cluster, nodeName);
   const dir = join(cluster.root, 'nodes', nodeName);
   const cgroupRoot = options.cgroupRoot ?? `${cluster.state.cgroupRoot}/${nodeName}`;
+  const runtimeSocket = options.runtimeSocket ?? cluster.runtime.socket;
   if (!cgroupRoot.startsWith(`${cluster.state.cgroupRoot}/`)) {
     throw new Error(
       `Cannot use cgroup root ${cgroupRoot} for node ${nodeName}: it must be under the cluster's ${cluster.state.cgroupRoot}, or teardown would not remove it`,
@@ -360,6 +364,7 @@ export async function startUpstreamKubelet(
       port,
       healthzPort,
       cgroupRoot,
+      runtimeSocket,
       podLogsDir,
       volumePluginDir,
       oomScoreAdj,
@@ -412,7 +417,7 @@ export async function startUpstreamKubelet(
   const stop = (): Promise<void> => {
     stopped ??= (async () => {
       await proc.stop(10_000);
-      await removeNodeSandboxes(cluster.runtime.socket, cgroupRoot, log).catch((e: unknown) => {
+      await removeNodeSandboxes(runtimeSocket, cgroupRoot, log).catch((e: unknown) => {
         log(`removing sandboxes of ${nodeName}: ${String(e)}`);
       });
       await unmountAll(rootDir);
