@@ -15,7 +15,7 @@ import { MemoryLogger } from '../util/logger.ts';
 import { dataFrame, FrameReader, FrameType } from './spdy.ts';
 import { nameValues } from './spdy-testing.ts';
 import type { StreamFlags } from './stream-target.ts';
-import { serveTranslated, type Translation } from './ws-translate.ts';
+import { isCompleteStatus, serveTranslated, type Translation } from './ws-translate.ts';
 
 /** The stream type in a SYN_STREAM's header block (stored deflate blocks, no context). */
 function streamTypeOf(block: Buffer): string {
@@ -25,14 +25,19 @@ function streamTypeOf(block: Buffer): string {
 }
 
 /**
- * A runtime that ends an exec as containerd does: stdout and stderr end (FIN) first,
- * then, `pauseMs` later, the status goes out on the error stream and the connection
- * closes at once, with a reset (as a Go server closing with unread bytes does). It
- * records the streams the client ended.
+ * A runtime that answers the upgrade, records the SYN_STREAMs and the streams the
+ * client ended, and once the stderr stream is open hands the socket and the stream IDs
+ * by type to `script`, which plays the runtime's end of the exec.
  */
-function endingRuntime(pauseMs: number): { server: Server; clientFins: string[] } {
+function scriptedRuntime(script: (socket: Socket, ids: ReadonlyMap<string, number>) => void): {
+  server: Server;
+  clientFins: string[];
+  close: () => void;
+} {
   const clientFins: string[] = [];
+  const sockets = new Set<Socket>();
   const server = createNetServer((socket: Socket) => {
+    sockets.add(socket);
     let upgraded = false;
     const reader = new FrameReader();
     const types = new Map<number, string>();
@@ -44,15 +49,7 @@ function endingRuntime(pauseMs: number): { server: Server; clientFins: string[] 
           const type = streamTypeOf(frame.payload.subarray(10));
           types.set(id, type);
           ids.set(type, id);
-          if (type !== 'stderr') continue;
-          socket.write(dataFrame(ids.get('stdout') ?? 0, Buffer.alloc(0), true));
-          socket.write(dataFrame(id, Buffer.alloc(0), true));
-          setTimeout(() => {
-            socket.write(
-              dataFrame(ids.get('error') ?? 0, Buffer.from('{"status":"Success"}'), true),
-            );
-            socket.resetAndDestroy();
-          }, pauseMs);
+          if (type === 'stderr') script(socket, ids);
         } else if (frame.kind === 'data' && frame.fin) {
           clientFins.push(types.get(frame.streamId) ?? String(frame.streamId));
         }
@@ -70,7 +67,44 @@ function endingRuntime(pauseMs: number): { server: Server; clientFins: string[] 
     });
     socket.on('error', () => undefined);
   });
-  return { server, clientFins };
+  const close = (): void => {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  };
+  return { server, clientFins, close };
+}
+
+/**
+ * A runtime that ends an exec as containerd does: stdout and stderr end (FIN) first,
+ * then, `pauseMs` later, the status goes out on the error stream and the connection
+ * closes at once, with a reset (as a Go server closing with unread bytes does).
+ */
+function endingRuntime(pauseMs: number): { server: Server; clientFins: string[] } {
+  return scriptedRuntime((socket, ids) => {
+    socket.write(dataFrame(ids.get('stdout') ?? 0, Buffer.alloc(0), true));
+    socket.write(dataFrame(ids.get('stderr') ?? 0, Buffer.alloc(0), true));
+    setTimeout(() => {
+      socket.write(dataFrame(ids.get('error') ?? 0, Buffer.from('{"status":"Success"}'), true));
+      socket.resetAndDestroy();
+    }, pauseMs);
+  });
+}
+
+/**
+ * A runtime that writes the status in `parts` (one data frame each, `gapMs` apart) and
+ * then neither ends the error stream nor closes: only the status can end the exec.
+ */
+function statusOnlyRuntime(
+  parts: readonly string[],
+  gapMs: number,
+): { server: Server; close: () => void } {
+  return scriptedRuntime((socket, ids) => {
+    parts.forEach((part, i) => {
+      setTimeout(() => {
+        socket.write(dataFrame(ids.get('error') ?? 0, Buffer.from(part), false));
+      }, i * gapMs);
+    });
+  });
 }
 
 /**
@@ -250,6 +284,39 @@ describe('WebSocket streams translated by berth', () => {
     }
   });
 
+  it('a whole status ends the exec at once, without waiting for the runtime to end its stream', async () => {
+    const status = '{"metadata":{},"status":"Failure","reason":"NonZeroExitCode"}';
+    for (const parts of [[status], [status.slice(0, 20), `${status.slice(20)}\n`]]) {
+      const silent = statusOnlyRuntime(parts, 50);
+      const kubelet = await kubeletSide(await listen(silent.server), 'channels', {
+        stdin: false,
+        stdout: true,
+        stderr: true,
+        tty: false,
+      });
+      try {
+        // The runtime never ends anything: without the status check this waits forever.
+        const { messages, code } = await Promise.race([
+          converse(kubelet.port, 'v5.channel.k8s.io', () => undefined),
+          new Promise<never>((_, reject) =>
+            setTimeout(() => {
+              reject(new Error('the exec did not end after its status'));
+            }, 5000).unref(),
+          ),
+        ]);
+        assert.equal(code, 1000);
+        // A status in two writes is not cut after the first: both parts reach the client.
+        assert.deepEqual(
+          messages.map((m) => [m[0], m.subarray(1).toString()]),
+          [[1, ''], ...parts.map((p) => [3, p])],
+        );
+      } finally {
+        kubelet.close();
+        silent.close();
+      }
+    }
+  });
+
   it('a runtime that refuses the upgrade ends the stream with an InternalError status', async () => {
     const refusing = fakeRuntime(
       'HTTP/1.1 404 Not Found\r\nContent-Length: 14\r\n\r\nno such stream',
@@ -382,4 +449,17 @@ describe('WebSocket streams translated by berth', () => {
       }
     },
   );
+});
+
+describe('isCompleteStatus', () => {
+  it('is true only for a whole JSON object', () => {
+    const yes = (s: string) => isCompleteStatus(Buffer.from(s));
+    assert.equal(yes('{"status":"Success"}'), true);
+    assert.equal(yes('{"metadata":{},"status":"Success"}\n'), true);
+    assert.equal(yes('{"status":"Succ'), false);
+    assert.equal(yes('{"a":{}'), false);
+    assert.equal(yes('{"a":"}'), false);
+    assert.equal(yes('[{}]'), false);
+    assert.equal(yes(''), false);
+  });
 });
