@@ -19,11 +19,10 @@
  * older channel protocols itself.
  */
 import type { IncomingMessage } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { WebSocket, WebSocketServer } from 'ws';
 import type { Logger } from '../util/logger.ts';
-import { headerValue, parseResponseHead, ResponseHeadError } from '../util/http1.ts';
 import type { StreamFlags, StreamKind } from './stream-target.ts';
 import {
   controlStreamId,
@@ -36,7 +35,7 @@ import {
   SpdyProtocolError,
   synStream,
 } from './spdy.ts';
-import { BufferPool } from '../util/buffer-pool.ts';
+import { openRuntime, RUNTIME_POOL as POOL, type Runtime } from './runtime-upgrade.ts';
 import { runtimeStreamUrl, writeRawResponse } from './streaming.ts';
 
 export const V5_PROTOCOL = 'v5.channel.k8s.io';
@@ -49,8 +48,6 @@ const Channel = { stdin: 0, stdout: 1, stderr: 2, error: 3, resize: 4, close: 25
 
 /** Pause the runtime side while this much is queued for the WebSocket client. */
 const CLIENT_HIGH_WATER = 1024 * 1024;
-/** Read buffers for the runtime side; backpressure bounds those in flight. */
-const POOL = new BufferPool(64 * 1024, 16);
 /** Largest WebSocket message accepted from the client (stdin or tunnelled SPDY). */
 const MAX_MESSAGE = 16 * 1024 * 1024;
 
@@ -119,118 +116,6 @@ function internalErrorStatus(message: string): string {
 }
 
 /**
- * What reads the runtime's bytes once it upgraded: `n` bytes at the start of `buffer`, a
- * pooled buffer the sink gives back (POOL.give) when it no longer needs it. Returning
- * false pauses the socket until `resume()`.
- */
-type Sink = (buffer: Buffer, n: number) => boolean;
-
-interface Runtime {
-  readonly socket: Socket;
-  /** Sets where the bytes go from now on; those read past the 101 go to it first. */
-  sink(next: Sink): void;
-  /** Resumes reading after a sink returned false. */
-  resume(): void;
-}
-
-/**
- * Opens the runtime's SPDY upgrade for `url`; resolves once it answered 101, rejects
- * with a message for anything else. Reads land in pooled buffers (net's onread), as in
- * the byte proxy (streaming.ts): a fresh buffer per read made V8 collect the whole
- * heap over and over on a port-forward.
- */
-function openRuntime(url: URL, protocol: string, signal: AbortSignal): Promise<Runtime> {
-  return new Promise((resolve, reject) => {
-    let pending: Buffer = Buffer.alloc(0);
-    let settled = false;
-    let sink: Sink | undefined;
-    let paused = false;
-    const fail = (message: string): void => {
-      if (settled) return;
-      settled = true;
-      socket.destroy();
-      reject(new Error(message));
-    };
-    const onAbort = (): void => {
-      fail('the client went away');
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    const onHeadBytes = (chunk: Buffer): void => {
-      pending = Buffer.concat([pending, chunk]);
-      let head;
-      try {
-        head = parseResponseHead(pending);
-      } catch (err) {
-        if (!(err instanceof ResponseHeadError)) throw err;
-        fail(`the runtime streaming server sent a malformed answer: ${err.message}`);
-        return;
-      }
-      if (head === undefined) return;
-      signal.removeEventListener('abort', onAbort);
-      if (head.status !== 101) {
-        const body = head.rest.toString('utf8', 0, Math.min(head.rest.length, 512)).trim();
-        fail(`unable to upgrade connection: ${body === '' ? head.statusText : body}`);
-        return;
-      }
-      const agreed = headerValue(head.rawHeaders, 'x-stream-protocol-version');
-      if (agreed !== undefined && agreed !== protocol) {
-        fail(`the runtime agreed to protocol ${agreed}, not ${protocol}`);
-        return;
-      }
-      settled = true;
-      pending = head.rest;
-      resolve({
-        socket,
-        sink: (next) => {
-          sink = next;
-          const held = pending;
-          pending = Buffer.alloc(0);
-          if (held.length > 0 && !next(held, held.length)) paused = true;
-        },
-        resume: () => {
-          if (!paused) return;
-          paused = false;
-          socket.resume();
-        },
-      });
-    };
-    const socket = connect({
-      host: url.hostname,
-      port: url.port === '' ? 80 : Number(url.port),
-      onread: {
-        buffer: () => POOL.take(),
-        callback: (n, buffer) => {
-          const b = buffer as Buffer;
-          if (sink !== undefined) {
-            const more = sink(b, n);
-            if (!more) paused = true;
-            return more;
-          }
-          // Before the 101, or before the sink is set (bytes kept, buffer given back).
-          const chunk = Buffer.from(b.subarray(0, n));
-          POOL.give(b);
-          if (!settled) onHeadBytes(chunk);
-          else pending = Buffer.concat([pending, chunk]);
-          return true;
-        },
-      },
-    });
-    socket.setNoDelay(true);
-    socket.on('error', (err) => {
-      fail(`cannot reach the runtime streaming server: ${err.message}`);
-    });
-    socket.on('end', () => {
-      fail('the runtime streaming server closed without an answer');
-    });
-    socket.write(
-      `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
-        `Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: ${protocol}\r\n` +
-        `Content-Length: 0\r\n\r\n`,
-    );
-  });
-}
-
-/**
  * Accepts the WebSocket upgrade `req` and serves it by `translation` against the runtime
  * URL `target`. Never throws: failures close the WebSocket, or answer the upgrade.
  */
@@ -265,16 +150,34 @@ export function serveTranslated(
   }
   webSocketServer()
     .then((server) => {
-      server.handleUpgrade(req, client, head, (ws) => {
-        const ctx = { ws, client, runtime, options };
-        if (translation === 'tunnel') tunnel(ctx);
-        else channels(ctx, streams ?? { stdin: false, stdout: true, stderr: true, tty: false });
+      // The 101 and the first message leave in one write (see corked below).
+      corked(client, () => {
+        server.handleUpgrade(req, client, head, (ws) => {
+          const ctx = { ws, client, runtime, options };
+          if (translation === 'tunnel') tunnel(ctx);
+          else channels(ctx, streams ?? { stdin: false, stdout: true, stderr: true, tty: false });
+        });
       });
     })
     .catch((err: unknown) => {
       options.logger.error('Cannot serve a WebSocket stream', { error: String(err) });
       writeRawResponse(client, 500, 'Cannot serve the WebSocket stream');
     });
+}
+
+/**
+ * Runs `f` with `socket` corked, so what it writes leaves in one write. On a TLS socket
+ * a write queued behind another waits for that one's completion, a turn of the event
+ * loop: a packet capture showed berth's close frame 0.5 ms after the status it
+ * followed, and its first message 0.27 ms after the 101 (upstream's: 0.02-0.04 ms).
+ */
+function corked<T>(socket: Duplex, f: () => T): T {
+  socket.cork();
+  try {
+    return f();
+  } finally {
+    socket.uncork();
+  }
 }
 
 interface Ctx {
@@ -492,9 +395,10 @@ function channels(ctx: Ctx, streams: StreamFlags): void {
         return more;
       };
       // The frame reader copies what it keeps, so the pooled buffer goes back at once.
+      // What one read yields (output, the status, the close) goes out in one write.
       r.sink((buffer, n) => {
         try {
-          return onChunk(buffer.subarray(0, n));
+          return corked(ctx.client, () => onChunk(buffer.subarray(0, n)));
         } catch (err) {
           if (!(err instanceof SpdyProtocolError)) throw err;
           options.logger.debug('Runtime sent bad SPDY', { error: err.message });
