@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench bench-probes bench-api bench-api-direct
+.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct
 
 all: test
 
@@ -59,6 +59,10 @@ bench-probes: deps
 ## bench-api: kubectl exec round trip, logs -f and port-forward throughput, berth vs the upstream kubelet (BENCHMARKS.md)
 bench-api: deps
 	@$(NODE) bench/api.ts
+
+## bench-api-paired: the same operations with berth and upstream running at once, each on its own containerd, every measurement alternating (BENCHMARKS.md)
+bench-api-paired: deps
+	@$(NODE) bench/api-paired.ts
 
 ## bench-api-direct: the kubelet API's own answer time (logs, healthz), asked directly with the apiserver's client certificate, berth vs upstream (BENCHMARKS.md)
 bench-api-direct: deps
