@@ -4,10 +4,10 @@
  * one entry in AGENTS.
  */
 import type { Cluster } from '../test/harness/cluster.ts';
-import { GrpcCriClient } from '../src/cri/index.ts';
 import { startBerth } from '../test/harness/berth-node.ts';
 import { eventually } from '../test/harness/kube-helpers.ts';
 import { startUpstreamKubelet } from '../test/harness/upstream-kubelet.ts';
+import { clearSandboxes } from './runtimes.ts';
 
 export interface AgentStartOptions {
   /** The agent must admit at least this many pods (the batch phase's size). */
@@ -80,15 +80,7 @@ export const berthAgent: Agent = {
       async stop() {
         await berth.stop();
         // Leave the runtime empty for the next agent: berth keeps pods running on stop.
-        const cri = new GrpcCriClient(runtimeSocket);
-        try {
-          for (const s of (await cri.runtime.listPodSandbox({})).items) {
-            await cri.runtime.stopPodSandbox({ podSandboxId: s.id });
-            await cri.runtime.removePodSandbox({ podSandboxId: s.id });
-          }
-        } finally {
-          cri.close();
-        }
+        await clearSandboxes(runtimeSocket);
         await cluster.kubectl(['delete', 'node', nodeName, '--wait=false']).catch(() => '');
       },
     };

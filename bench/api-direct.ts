@@ -24,6 +24,7 @@ import { REPO_ROOT } from '../test/harness/binaries.ts';
 import type { Cluster } from '../test/harness/cluster.ts';
 import { run } from '../test/harness/exec.ts';
 import { AGENTS } from './agents.ts';
+import { positiveInteger } from './api-stats.ts';
 import {
   clearRuntime,
   prepareNamespace,
@@ -187,9 +188,7 @@ async function main(): Promise<void> {
       out: { type: 'string' },
     },
   });
-  const requests = Number(values.requests);
-  if (!Number.isInteger(requests) || requests < 1)
-    throw new Error(`Cannot use --requests ${values.requests}: it must be an integer >= 1`);
+  const requests = positiveInteger('requests', values.requests);
   const agents = values.agents.split(',').filter((a) => a !== '');
   for (const a of agents)
     if (AGENTS[a] === undefined)

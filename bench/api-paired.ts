@@ -29,7 +29,13 @@ import {
   forwardRound,
   NAMESPACE,
 } from './api-phases.ts';
-import { cpuMsPer, pairedDifference, parseBytes, type PairedDifference } from './api-stats.ts';
+import {
+  cpuMsPer,
+  pairedDifference,
+  parseBytes,
+  type PairedDifference,
+  positiveInteger,
+} from './api-stats.ts';
 import {
   prepareNamespace,
   reportHead,
@@ -72,18 +78,12 @@ function parseOptions(argv: readonly string[]): Options {
     },
     strict: true,
   });
-  const count = (name: string, text: string): number => {
-    const n = Number(text);
-    if (!Number.isInteger(n) || n < 1)
-      throw new Error(`Cannot use --${name} ${text}: it must be an integer >= 1`);
-    return n;
-  };
   return {
-    execs: count('execs', values.execs),
+    execs: positiveInteger('execs', values.execs),
     logBytes: parseBytes(values['log-size']),
     forwardBytes: parseBytes(values['forward-size']),
-    rounds: count('rounds', values.rounds),
-    idleSeconds: count('idle-seconds', values['idle-seconds']),
+    rounds: positiveInteger('rounds', values.rounds),
+    idleSeconds: positiveInteger('idle-seconds', values['idle-seconds']),
     swap: values.swap,
     out: values.out,
   };

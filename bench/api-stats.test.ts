@@ -6,6 +6,7 @@ import {
   MarkerScanner,
   mibPerSecond,
   pairedDifference,
+  positiveInteger,
   parseBytes,
   passOrder,
   poolPasses,
@@ -62,6 +63,16 @@ describe('api benchmark numbers', () => {
     assert.deepEqual(pooled.logsMiBps, [10, null, 20, null]);
     assert.equal(cpuMsPer(pooled.execCpuSeconds, pooled.execMs.length), 150);
     assert.equal(cpuMsPer(pooled.forwardCpuSeconds, pooled.forwardMiB), 1.172);
+  });
+
+  test('integer options: at least 1, or a clear error', () => {
+    assert.equal(positiveInteger('execs', '200'), 200);
+    assert.throws(
+      () => positiveInteger('execs', '0'),
+      /Cannot use --execs 0: it must be an integer >= 1/,
+    );
+    assert.throws(() => positiveInteger('rounds', '1.5'), /Cannot use --rounds 1\.5/);
+    assert.throws(() => positiveInteger('rounds', 'many'), /Cannot use --rounds many/);
   });
 
   test('sign-test ranks match the exact binomial ones', () => {

@@ -73,6 +73,14 @@ export function forwardedPort(output: string): number | undefined {
   return Number.isInteger(port) && port > 0 && port < 65536 ? port : undefined;
 }
 
+/** The value of integer option `--name`, at least 1; throws a clear error otherwise. */
+export function positiveInteger(name: string, text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`Cannot use --${name} ${text}: it must be an integer >= 1`);
+  return n;
+}
+
 /** Parses a size such as `64Mi`, `512Ki`, `1Gi` or plain bytes into bytes. */
 export function parseBytes(text: string): number {
   const match = /^(\d+)(Ki|Mi|Gi)?$/.exec(text.trim());

@@ -31,7 +31,14 @@ import {
   forwardRound,
   NAMESPACE,
 } from './api-phases.ts';
-import { cpuMsPer, parseBytes, passOrder, poolPasses, type PassSamples } from './api-stats.ts';
+import {
+  cpuMsPer,
+  parseBytes,
+  passOrder,
+  poolPasses,
+  type PassSamples,
+  positiveInteger,
+} from './api-stats.ts';
 import {
   clearRuntime,
   prepareNamespace,
@@ -82,22 +89,16 @@ function parseOptions(argv: readonly string[]): Options {
     },
     strict: true,
   });
-  const count = (name: string, text: string): number => {
-    const n = Number(text);
-    if (!Number.isInteger(n) || n < 1)
-      throw new Error(`Cannot use --${name} ${text}: it must be an integer >= 1`);
-    return n;
-  };
   const agents = values.agents.split(',').filter((a) => a !== '');
   for (const a of agents)
     if (AGENTS[a] === undefined)
       throw new Error(`Cannot benchmark agent ${a}: known are ${Object.keys(AGENTS).join(', ')}`);
   return {
-    execs: count('execs', values.execs),
+    execs: positiveInteger('execs', values.execs),
     logBytes: parseBytes(values['log-size']),
     forwardBytes: parseBytes(values['forward-size']),
-    rounds: count('rounds', values.rounds),
-    passes: count('passes', values.passes),
+    rounds: positiveInteger('rounds', values.rounds),
+    passes: positiveInteger('passes', values.passes),
     agents,
     out: values.out,
   };

@@ -7,13 +7,12 @@ import { cpus, loadavg, release, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { format, resolveConfig } from 'prettier';
-import { GrpcCriClient } from '../src/cri/index.ts';
 import { BERTH_LAUNCHER } from '../test/harness/berth-node.ts';
 import { pinnedVersions } from '../test/harness/binaries.ts';
 import { startCluster, type Cluster } from '../test/harness/cluster.ts';
 import { stopRunningAgents } from './agents.ts';
 import { ApiError, KubeApi } from './kube-api.ts';
-import { stopExtraRuntimes } from './runtimes.ts';
+import { clearSandboxes, stopExtraRuntimes } from './runtimes.ts';
 
 /** The run's name: the UTC start time, e.g. 20261203t103236. */
 export function runName(): string {
@@ -81,19 +80,9 @@ export async function prepareNamespace(api: KubeApi, namespace: string): Promise
   }
 }
 
-/** Removes whatever sandboxes the runtime still holds; returns how many there were. */
-export async function clearRuntime(cluster: Cluster): Promise<number> {
-  const client = new GrpcCriClient(cluster.runtime.socket, { defaultTimeoutMs: 60_000 });
-  try {
-    const { items } = await client.runtime.listPodSandbox({});
-    for (const s of items) {
-      await client.runtime.stopPodSandbox({ podSandboxId: s.id });
-      await client.runtime.removePodSandbox({ podSandboxId: s.id });
-    }
-    return items.length;
-  } finally {
-    client.close();
-  }
+/** Removes whatever sandboxes the cluster's runtime still holds; returns how many. */
+export function clearRuntime(cluster: Cluster): Promise<number> {
+  return clearSandboxes(cluster.runtime.socket);
 }
 
 /** Closes the client and tears the cluster down, unless an interrupt is doing that. */

@@ -18,6 +18,21 @@ export interface ExtraRuntime {
   stop(): Promise<void>;
 }
 
+/** Stops and removes every sandbox of the runtime at `socket`; returns how many there were. */
+export async function clearSandboxes(socket: string): Promise<number> {
+  const client = new GrpcCriClient(socket, { defaultTimeoutMs: 60_000 });
+  try {
+    const { items } = await client.runtime.listPodSandbox({});
+    for (const s of items) {
+      await client.runtime.stopPodSandbox({ podSandboxId: s.id });
+      await client.runtime.removePodSandbox({ podSandboxId: s.id });
+    }
+    return items.length;
+  } finally {
+    client.close();
+  }
+}
+
 /** Runtimes started and not yet stopped, so an interrupted run can stop them. */
 const started = new Set<ExtraRuntime>();
 
@@ -44,15 +59,7 @@ export async function startExtraRuntime(cluster: Cluster, name: string): Promise
     stop() {
       stopped ??= (async () => {
         started.delete(extra);
-        const client = new GrpcCriClient(runtime.socket, { defaultTimeoutMs: 30_000 });
-        try {
-          for (const s of (await client.runtime.listPodSandbox({})).items) {
-            await client.runtime.stopPodSandbox({ podSandboxId: s.id });
-            await client.runtime.removePodSandbox({ podSandboxId: s.id });
-          }
-        } finally {
-          client.close();
-        }
+        await clearSandboxes(runtime.socket);
         await runtime.process.stop(10_000);
         await unmountAll(dir);
         await run('ip', ['link', 'del', bridge]).catch(() => undefined);
