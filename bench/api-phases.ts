@@ -184,6 +184,26 @@ export async function followRound(
   };
 }
 
+/**
+ * `kubectl logs -f` of the pod set's httpd, which printed one line: milliseconds from
+ * kubectl's spawn to its first output byte. kubectl is stopped then.
+ */
+export function firstByteOnce(cluster: Cluster, prefix: string): Promise<number> {
+  const child = spawn(cluster.bin.kubectl, kubectlArgs(cluster, ['logs', '-f', `${prefix}-web`]), {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const started = performance.now();
+  return new Promise<number>((resolve, reject) => {
+    child.stdout.once('data', () => {
+      resolve(performance.now() - started);
+      child.kill('SIGTERM');
+    });
+    child.on('exit', (code) => {
+      reject(new Error(`kubectl logs -f ${prefix}-web exited (${String(code)}) before a byte`));
+    });
+  });
+}
+
 /** GETs http://127.0.0.1:port/big; the bytes and milliseconds it took. */
 function download(port: number): Promise<{ bytes: number; ms: number }> {
   return new Promise((resolve, reject) => {
