@@ -24,6 +24,7 @@ import { REPO_ROOT } from '../test/harness/binaries.ts';
 import type { Cluster } from '../test/harness/cluster.ts';
 import { run } from '../test/harness/exec.ts';
 import { AGENTS } from './agents.ts';
+import { busyboxPod } from './api-phases.ts';
 import { positiveInteger } from './api-stats.ts';
 import {
   clearRuntime,
@@ -109,24 +110,9 @@ async function measure(
     const pod = `${name}-logs`;
     await kubectl(
       ['apply', '-f', '-'],
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: { name: pod, namespace: NAMESPACE },
-        spec: {
-          nodeName: running.nodeName,
-          automountServiceAccountToken: false,
-          terminationGracePeriodSeconds: 1,
-          containers: [
-            {
-              name: 'main',
-              image: cluster.images.busyboxLocal,
-              imagePullPolicy: 'Never',
-              command: ['sh', '-c', 'echo ready; sleep 3600'],
-            },
-          ],
-        },
-      }),
+      JSON.stringify(
+        busyboxPod(cluster, pod, running.nodeName, 'echo ready; sleep 3600', NAMESPACE),
+      ),
     );
     await kubectl(['wait', '--for=condition=Ready', `pod/${pod}`, '--timeout=120s']);
     const port = Number(

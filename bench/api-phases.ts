@@ -23,11 +23,18 @@ export interface PhaseSizes {
   readonly rounds: number;
 }
 
-function pod(cluster: Cluster, name: string, node: string, script: string): Pod {
+/** A busybox pod bound to `node` that runs `script`; in the benchmark's namespace by default. */
+export function busyboxPod(
+  cluster: Cluster,
+  name: string,
+  node: string,
+  script: string,
+  namespace = NAMESPACE,
+): Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name, namespace: NAMESPACE },
+    metadata: { name, namespace },
     spec: {
       nodeName: node,
       automountServiceAccountToken: false,
@@ -68,7 +75,7 @@ export async function kubectl(
  */
 export function benchPods(cluster: Cluster, node: string, prefix: string, s: PhaseSizes): Pod[] {
   const logger = (r: number) =>
-    pod(
+    busyboxPod(
       cluster,
       `${prefix}-logs-${r}`,
       node,
@@ -76,8 +83,8 @@ export function benchPods(cluster: Cluster, node: string, prefix: string, s: Pha
         `head -c ${s.logBytes} /dev/zero | tr '\\0' a | fold -w 99; echo ${MARKER}; sleep 3600`,
     );
   return [
-    pod(cluster, `${prefix}-exec`, node, 'sleep 3600'),
-    pod(
+    busyboxPod(cluster, `${prefix}-exec`, node, 'sleep 3600'),
+    busyboxPod(
       cluster,
       `${prefix}-web`,
       node,
