@@ -1,8 +1,9 @@
 /**
- * CriClient over grpc-js on the runtime's unix socket. One channel serves both
- * services. grpc-js has no AbortSignal support, so each call bridges the caller's
- * signal to call.cancel() and always removes its listener, and each call gets a
- * deadline (runtimeRequestTimeout, 2 min by default, as upstream).
+ * CriClient on the runtime's unix socket. Unary calls of both services share one
+ * HTTP/2 connection (H2UnaryChannel, the hot path: see h2-unary.ts); the event stream
+ * uses grpc-js, which has no AbortSignal support, so it bridges the caller's signal to
+ * call.cancel() and always removes its listener. Each unary call gets a deadline
+ * (runtimeRequestTimeout, 2 min by default, as upstream).
  */
 import {
   Client,
@@ -14,6 +15,7 @@ import {
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import * as api from './gen/runtime/v1/api.ts';
 import { criErrorFrom } from './errors.ts';
+import { GrpcStatusError, H2UnaryChannel } from './h2-unary.ts';
 import { IMAGE_REQUESTS, RUNTIME_REQUESTS } from './request-codecs.ts';
 import type {
   CriCallOptions,
@@ -78,7 +80,9 @@ export class GrpcCriClient implements CriClient {
   readonly endpoint: string;
   readonly runtime: RuntimeService;
   readonly image: ImageService;
+  /** The event stream's channel; grpc-js handles streaming (see h2-unary.ts for why unary is not). */
   readonly #client: Client;
+  readonly #channel: H2UnaryChannel;
   readonly #defaultTimeoutMs: number;
   readonly #metrics: KubeletMetrics | undefined;
   readonly #operations = new Map<string, OperationMetrics>();
@@ -90,6 +94,7 @@ export class GrpcCriClient implements CriClient {
     this.#defaultTimeoutMs = options.defaultTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#metrics = options.metrics;
     const max = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
+    this.#channel = new H2UnaryChannel(socketPath, { maxMessageBytes: max });
     // The channel connects lazily, on the first call: constructing does no I/O.
     this.#client = new Client(this.endpoint, credentials.createInsecure(), {
       'grpc.max_receive_message_length': max,
@@ -115,6 +120,7 @@ export class GrpcCriClient implements CriClient {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#channel.close();
     this.#client.close();
   }
 
@@ -140,9 +146,10 @@ export class GrpcCriClient implements CriClient {
     return out as UnaryApi<S>;
   }
 
-  #deadline(path: string, opts: CriCallOptions | undefined): Date | undefined {
+  /** The call's absolute deadline in epoch ms, or undefined for none. */
+  #deadline(path: string, opts: CriCallOptions | undefined): number | undefined {
     const ms = opts?.timeoutMs ?? (NO_DEFAULT_DEADLINE.has(path) ? 0 : this.#defaultTimeoutMs);
-    return ms > 0 ? new Date(Date.now() + ms) : undefined;
+    return ms > 0 ? Date.now() + ms : undefined;
   }
 
   #unary<Req, Res>(
@@ -178,33 +185,39 @@ export class GrpcCriClient implements CriClient {
     }
     const deadline = this.#deadline(def.path, opts);
     const started = this.#metrics === undefined ? 0 : performance.now();
-    return new Promise<Res>((resolve, reject) => {
-      const onAbort = (): void => {
-        call.cancel();
-      };
-      const call = this.#client.makeUnaryRequest(
-        def.path,
-        def.requestSerialize,
-        def.responseDeserialize,
-        request,
-        new Metadata(),
-        deadline === undefined ? {} : { deadline },
-        (err, response) => {
-          signal?.removeEventListener('abort', onAbort);
-          if (this.#metrics !== undefined) this.#record(method, started, err !== null, request);
-          if (err !== null) {
-            reject(criErrorFrom(method, err.code, err.details, err, site.stack));
-          } else if (response === undefined) {
-            reject(
-              criErrorFrom(method, GrpcStatus.INTERNAL, 'empty response', undefined, site.stack),
-            );
-          } else {
-            resolve(response);
-          }
-        },
+    const finish = (failed: boolean): void => {
+      if (this.#metrics !== undefined) this.#record(method, started, failed, request);
+    };
+    let body: Buffer;
+    try {
+      body = def.requestSerialize(request);
+    } catch (err) {
+      finish(true);
+      return Promise.reject(
+        criErrorFrom(method, GrpcStatus.INTERNAL, String(err), err, site.stack),
       );
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    }
+    return this.#channel.call(def.path, body, { deadline, signal }).then(
+      (message) => {
+        let response: Res;
+        try {
+          response = def.responseDeserialize(message);
+        } catch (err) {
+          finish(true);
+          const details = `cannot decode the response: ${String(err)}`;
+          throw criErrorFrom(method, GrpcStatus.INTERNAL, details, err, site.stack);
+        }
+        finish(false);
+        return response;
+      },
+      (err: unknown) => {
+        finish(true);
+        if (err instanceof GrpcStatusError) {
+          throw criErrorFrom(method, err.code, err.details, err, site.stack);
+        }
+        throw criErrorFrom(method, GrpcStatus.INTERNAL, String(err), err, site.stack);
+      },
+    );
   }
 
   #record(method: string, started: number, failed: boolean, request: unknown): void {
