@@ -18,7 +18,7 @@ import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { RuntimeCache } from '../pleg/types.ts';
 import type { StatsProvider } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
-import { isAbortError } from '../util/errors.ts';
+import { CONNECTION_CLOSED, isAbortError } from '../util/errors.ts';
 import { createServer as createHttpServer } from '../util/node-http.ts';
 import type { Logger } from '../util/logger.ts';
 import {
@@ -348,7 +348,7 @@ export class KubeletServer {
     const finished = trackRequest(this.#d.metrics, req, false, serverType);
     res.on('close', () => {
       finished();
-      abort.abort();
+      abort.abort(CONNECTION_CLOSED);
     });
     res.on('error', (err) => {
       this.#d.logger.debug('Response error', { error: String(err) });
@@ -451,7 +451,7 @@ export class KubeletServer {
     socket.on('close', () => {
       finished();
       this.#streams.delete(socket);
-      abort.abort();
+      abort.abort(CONNECTION_CLOSED);
     });
     // Streams live long; the server's idle timeouts must not cut them.
     if (socket instanceof Socket) socket.setTimeout(0);

@@ -37,6 +37,7 @@ import {
 } from './spdy.ts';
 import { openRuntime, RUNTIME_POOL as POOL, type Runtime } from './runtime-upgrade.ts';
 import { runtimeStreamUrl, writeRawResponse } from './streaming.ts';
+import { CONNECTION_CLOSED } from '../util/errors.ts';
 
 export const V5_PROTOCOL = 'v5.channel.k8s.io';
 export const TUNNEL_PROTOCOL = 'SPDY/3.1+portforward.k8s.io';
@@ -135,7 +136,7 @@ export function serveTranslated(
   }
   const abort = new AbortController();
   client.once('close', () => {
-    abort.abort();
+    abort.abort(CONNECTION_CLOSED);
   });
   // The runtime's upgrade goes out while the WebSocket handshake is answered.
   const runtime = openRuntime(
@@ -346,13 +347,17 @@ function channels(ctx: Ctx, streams: StreamFlags): void {
         return id;
       };
       // The order and set the runtime expects: its request was made with these flags.
-      const errorId = open('error');
+      // Corked: every SYN_STREAM (and early stdin) leaves in one packet, not one each.
+      const errorId = corked(s, () => {
+        const id = open('error');
+        if (streams.stdin) stdinId = open('stdin');
+        if (streams.stdout) byStream.set(open('stdout'), Channel.stdout);
+        if (streams.stderr) byStream.set(open('stderr'), Channel.stderr);
+        if (streams.tty) resizeId = open('resize');
+        for (const data of early.splice(0)) onMessage(data);
+        return id;
+      });
       byStream.set(errorId, Channel.error);
-      if (streams.stdin) stdinId = open('stdin');
-      if (streams.stdout) byStream.set(open('stdout'), Channel.stdout);
-      if (streams.stderr) byStream.set(open('stderr'), Channel.stderr);
-      if (streams.tty) resizeId = open('resize');
-      for (const data of early.splice(0)) onMessage(data);
 
       const reader = new FrameReader();
       let status = Buffer.alloc(0);

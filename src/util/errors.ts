@@ -17,6 +17,16 @@ export function isAbortError(err: unknown): boolean {
 }
 
 /**
+ * The abort reason of work tied to a client connection that closed. One shared
+ * instance: abort() without a reason builds a DOMException with its stack each time,
+ * which a profile of `kubectl exec` showed costing berth 0.1 ms of CPU per exec.
+ */
+export const CONNECTION_CLOSED: Error = new DOMException(
+  'The client connection closed',
+  'AbortError',
+);
+
+/**
  * Reads `signal.aborted` afresh. The compiler narrows a property it has already
  * tested, but a signal can abort during any await in between.
  */
