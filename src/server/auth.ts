@@ -5,11 +5,11 @@
  * (Webhook) or AlwaysAllow on resource nodes/<nodeName>/<subresource>.
  */
 import { X509Certificate } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import { TLSSocket } from 'node:tls';
 import type { KubeClient, ResourcePath } from '../kube/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { BerthError } from '../util/errors.ts';
+import { connectionOf, type ApiRequest } from './transport.ts';
 
 /** The identity a request was authenticated as. */
 export interface UserInfo {
@@ -168,8 +168,9 @@ export class Authenticator {
     this.#tokens = new TtlCache(options.clock);
   }
 
-  async authenticate(req: IncomingMessage, signal?: AbortSignal): Promise<UserInfo | undefined> {
-    const peer = req.socket instanceof TLSSocket ? this.#peer(req.socket) : undefined;
+  async authenticate(req: ApiRequest, signal?: AbortSignal): Promise<UserInfo | undefined> {
+    const socket = connectionOf(req);
+    const peer = socket instanceof TLSSocket ? this.#peer(socket) : undefined;
     const fromCert = peer === undefined ? undefined : this.#x509(peer);
     if (fromCert !== undefined) return fromCert;
     const header = req.headers.authorization;

@@ -5,7 +5,6 @@
  * that decodes to `..`, `.` or contains a slash is rejected before anything is read.
  */
 import { lstatSync, realpathSync } from 'node:fs';
-import type { ServerResponse } from 'node:http';
 import path from 'node:path';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { cri, type CriClient } from '../cri/index.ts';
@@ -22,6 +21,7 @@ import type { RuntimeCache } from '../pleg/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { BerthError } from '../util/errors.ts';
 import { ContainerLogFiles, streamLogFiles, type LogOptions } from './logs.ts';
+import type { ApiResponse } from './transport.ts';
 
 /** A request the server answers with `status` and `message` (4xx, or 500). */
 export class HttpError extends BerthError {
@@ -244,7 +244,7 @@ function requireRealDir(dir: string, root: string): void {
 export async function serveContainerLogs(
   deps: HandlerDeps,
   target: ParsedTarget,
-  res: ServerResponse,
+  res: ApiResponse,
   signal: AbortSignal,
 ): Promise<void> {
   const [, namespace, podName, container] = target.segments;
@@ -305,7 +305,6 @@ export async function serveContainerLogs(
   try {
     res.writeHead(200, {
       'Content-Type': 'text/plain; charset=utf-8',
-      'Transfer-Encoding': 'chunked',
     });
     await streamLogFiles(files, res, {
       ...options,
@@ -313,7 +312,7 @@ export async function serveContainerLogs(
       clock: deps.clock,
       signal,
       beforeWait: () => {
-        if (!res.headersSent) res.flushHeaders();
+        if (!res.headersSent) res.flushHeaders?.();
       },
       isRunning: async () => {
         const s = await deps.cri.runtime.containerStatus({ containerId: chosen.id }, { signal });
@@ -334,7 +333,7 @@ export async function serveContainerLogs(
 export async function serveRun(
   deps: HandlerDeps,
   target: ParsedTarget,
-  res: ServerResponse,
+  res: ApiResponse,
   signal: AbortSignal,
 ): Promise<void> {
   const [, namespace, podName] = target.segments;

@@ -4,7 +4,6 @@
  * /metrics/cadvisor, /stats/summary and /configz. Answers follow upstream byte for byte where clients
  * parse them (the healthz listing, Prometheus text, `{"kubeletconfig": ...}`).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { cpus, totalmem } from 'node:os';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { renderCadvisorMetrics } from '../stats/cadvisor-metrics.ts';
@@ -13,6 +12,7 @@ import type { StatsProvider, Summary } from '../stats/types.ts';
 import { isAbortError } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 import { HttpError, type ParsedTarget } from './handlers.ts';
+import type { ApiRequest, ApiResponse } from './transport.ts';
 
 /** One named healthz check: undefined when healthy, else why not. */
 export interface HealthCheck {
@@ -42,7 +42,7 @@ export function kubeletHealthChecks(syncLoop?: () => string | undefined): Health
   ];
 }
 
-function readOnly(req: IncomingMessage, route: string): void {
+function readOnly(req: ApiRequest, route: string): void {
   if (req.method !== 'GET' && req.method !== 'HEAD')
     throw new HttpError(405, `Cannot serve ${route}: GET only`);
 }
@@ -54,8 +54,8 @@ function readOnly(req: IncomingMessage, route: string): void {
 export async function serveMonitoring(
   deps: MonitoringDeps,
   target: ParsedTarget,
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: ApiRequest,
+  res: ApiResponse,
   signal: AbortSignal,
 ): Promise<boolean> {
   const [first, second, ...rest] = target.segments;
@@ -114,7 +114,7 @@ export async function serveMonitoring(
 
 async function serveResourceMetrics(
   deps: MonitoringDeps,
-  res: ServerResponse,
+  res: ApiResponse,
   signal: AbortSignal,
 ): Promise<void> {
   let summary: Summary | undefined;
@@ -135,7 +135,7 @@ function serveHealthz(
   deps: MonitoringDeps,
   only: string | undefined,
   query: URLSearchParams,
-  res: ServerResponse,
+  res: ApiResponse,
 ): void {
   if (only !== undefined) {
     const check = deps.healthChecks.find((c) => c.name === only);

@@ -16,12 +16,12 @@
 import { spawn } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { constants, open } from 'node:fs/promises';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Writable } from 'node:stream';
 import { createGzip } from 'node:zlib';
 import type { Clock } from '../util/clock.ts';
 import { HttpError } from './handlers.ts';
 import { resolveBelow } from './log-root.ts';
+import type { ApiRequest, ApiResponse } from './transport.ts';
 
 /** The parameters that make a /logs/ request a query rather than a file fetch. */
 export const QUERY_PARAMS = ['query', 'sinceTime', 'untilTime', 'tailLines', 'pattern', 'boot'];
@@ -230,8 +230,8 @@ async function copyFile(
 export async function serveNodeLogQuery(
   options: NodeLogQueryOptions,
   params: URLSearchParams,
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: ApiRequest,
+  res: ApiResponse,
   signal: AbortSignal,
 ): Promise<void> {
   const q = parseNodeLogQuery(params);

@@ -10,12 +10,12 @@
  */
 import { createReadStream } from 'node:fs';
 import { constants, open, readdir, type FileHandle } from 'node:fs/promises';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import type { Clock } from '../util/clock.ts';
 import { HttpError, type ParsedTarget } from './handlers.ts';
 import { resolveBelow } from './log-root.ts';
 import { QUERY_PARAMS, serveNodeLogQuery } from './node-log-query.ts';
+import type { ApiRequest, ApiResponse } from './transport.ts';
 
 export interface NodeLogsOptions {
   /** The directory served (default /var/log). */
@@ -33,8 +33,8 @@ const escapeHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => `&#${c.ch
 export async function serveNodeLogs(
   options: NodeLogsOptions,
   target: ParsedTarget,
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: ApiRequest,
+  res: ApiResponse,
   signal: AbortSignal,
 ): Promise<void> {
   if (req.method !== 'GET' && req.method !== 'HEAD')

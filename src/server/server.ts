@@ -6,10 +6,8 @@
  * destroys connections in flight, upgraded streams included.
  */
 import { readFile } from 'node:fs/promises';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { IncomingMessage, Server } from 'node:http';
 import { Socket, type AddressInfo } from 'node:net';
-import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
@@ -45,6 +43,7 @@ import { serveNodeLogs } from './node-logs.ts';
 import { streamingUrl, type StreamKind } from './stream-target.ts';
 import { proxyUpgrade, writeRawResponse } from './streaming.ts';
 import { serveTranslated, translationFor } from './ws-translate.ts';
+import { createApiListener, type ApiListener } from './api-listener.ts';
 import {
   createHealthzServer,
   firstSegment,
@@ -52,6 +51,8 @@ import {
   STREAM_ROUTES,
   TLS_SETTINGS,
   trackRequest,
+  type ApiRequest,
+  type ApiResponse,
   type ServerType,
 } from './transport.ts';
 
@@ -143,7 +144,7 @@ export class KubeletServer {
   readonly #authz: Authorizer;
   readonly #monitoring: MonitoringDeps;
   #state: KubeletServerState = 'NEW';
-  #https: HttpsServer | undefined;
+  #https: ApiListener | undefined;
   #unsubscribe: (() => void) | undefined;
   #healthz: Server | undefined;
   #readOnly: Server | undefined;
@@ -193,7 +194,7 @@ export class KubeletServer {
 
   /** The bound HTTPS port (after start). */
   get port(): number {
-    return (this.#https?.address() as AddressInfo | null)?.port ?? 0;
+    return (this.#https?.server.address() as AddressInfo | null)?.port ?? 0;
   }
 
   /** The bound read-only port (after start); 0 when it is disabled. */
@@ -222,45 +223,37 @@ export class KubeletServer {
         : rotating !== undefined
           ? { cert: rotating.certPem, key: rotating.keyPem }
           : {};
-    const server = createHttpsServer({
-      ...pair,
-      ...(ca !== undefined && { ca }),
-      // The chain is checked (socket.authorized) but a request without a valid
-      // certificate may still authenticate with a token, as upstream allows.
-      requestCert: true,
-      rejectUnauthorized: false,
-      ...TLS_SETTINGS,
-      // Only the streaming routes may upgrade; any other Upgrade header is routed (and
-      // refused) like a plain request, so it cannot skip the router.
-      shouldUpgradeCallback: (req) => this.#isStreamUpgrade(req),
-    });
-    server.keepAliveTimeout = 90_000;
-    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-      this.#onRequest(req, res, 'readwrite');
-    });
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-      this.#onUpgrade(req, socket, head);
-    });
-    // Upstream's Go TLS server never renegotiates; refusing it here also keeps a
-    // connection's client certificate fixed, which the authenticator relies on.
-    server.on('secureConnection', (socket: TLSSocket) => {
-      socket.disableRenegotiation();
-    });
-    server.on('tlsClientError', (err) => {
-      this.#d.logger.debug('TLS handshake failed', { error: String(err) });
-    });
-    server.on('clientError', (err, socket: Duplex) => {
-      this.#d.logger.debug('Client error', { error: String(err) });
-      socket.destroy();
-    });
-    this.#https = server;
+    const listener = createApiListener(
+      {
+        ...pair,
+        ...(ca !== undefined && { ca }),
+        // The chain is checked (socket.authorized) but a request without a valid
+        // certificate may still authenticate with a token, as upstream allows.
+        requestCert: true,
+        rejectUnauthorized: false,
+        ...TLS_SETTINGS,
+      },
+      {
+        logger: this.#d.logger,
+        clock: this.#d.clock,
+        shouldUpgrade: (req) => this.#isStreamUpgrade(req),
+        request: (req, res) => {
+          this.#onRequest(req, res, 'readwrite');
+        },
+        upgrade: (req, socket, head) => {
+          this.#onUpgrade(req, socket, head);
+        },
+      },
+    );
+    const { server } = listener;
+    this.#https = listener;
     if (source !== undefined) {
       // A rotated certificate is used for new connections, without a restart. The
       // context is replaced whole, so the client CA and TLS settings go with it.
       this.#unsubscribe = source.onRotate(() => {
         const next = source.current();
         if (next === undefined) return;
-        server.setSecureContext({
+        listener.server.setSecureContext({
           cert: next.certPem,
           key: next.keyPem,
           ...(ca !== undefined && { ca }),
@@ -297,7 +290,8 @@ export class KubeletServer {
     if (this.#state === 'STOPPED') return;
     this.#state = 'STOPPED';
     this.#unsubscribe?.();
-    const closing = [this.#https, this.#healthz, this.#readOnly]
+    const https = this.#https;
+    const closing = [https?.server, this.#healthz, this.#readOnly]
       .filter((s) => s !== undefined)
       .map(
         (s) =>
@@ -305,9 +299,11 @@ export class KubeletServer {
             s.close(() => {
               resolve();
             });
-            s.closeAllConnections();
           }),
       );
+    https?.destroyConnections();
+    this.#healthz?.closeAllConnections();
+    this.#readOnly?.closeAllConnections();
     for (const s of this.#streams) s.destroy();
     this.#streams.clear();
     await Promise.all(closing);
@@ -320,7 +316,7 @@ export class KubeletServer {
 
   /** Authenticates and authorizes; the returned error status is what to answer. */
   async #gate(
-    req: IncomingMessage,
+    req: ApiRequest,
     websocketStream: boolean,
     signal: AbortSignal,
   ): Promise<{ target: ParsedTarget; user: UserInfo }> {
@@ -343,7 +339,7 @@ export class KubeletServer {
     );
   }
 
-  #onRequest(req: IncomingMessage, res: ServerResponse, serverType: ServerType): void {
+  #onRequest(req: ApiRequest, res: ApiResponse, serverType: ServerType): void {
     const abort = new AbortController();
     const finished = trackRequest(this.#d.metrics, req, false, serverType);
     res.on('close', () => {
@@ -369,26 +365,22 @@ export class KubeletServer {
   }
 
   /** The read-only port: no authentication, and only the routes upstream serves there. */
-  async #serveReadOnly(
-    req: IncomingMessage,
-    res: ServerResponse,
-    signal: AbortSignal,
-  ): Promise<void> {
+  async #serveReadOnly(req: ApiRequest, res: ApiResponse, signal: AbortSignal): Promise<void> {
     const target = parseTarget(req.url ?? '/');
     if (!READ_ONLY_ROUTES.has(target.segments[0] ?? ''))
       throw new HttpError(404, '404 page not found');
     await this.#route(target, req, res, signal);
   }
 
-  async #serve(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  async #serve(req: ApiRequest, res: ApiResponse, signal: AbortSignal): Promise<void> {
     const { target } = await this.#gate(req, false, signal);
     await this.#route(target, req, res, signal);
   }
 
   async #route(
     target: ParsedTarget,
-    req: IncomingMessage,
-    res: ServerResponse,
+    req: ApiRequest,
+    res: ApiResponse,
     signal: AbortSignal,
   ): Promise<void> {
     const first = target.segments[0] ?? '';
@@ -475,11 +467,7 @@ export class KubeletServer {
     });
   }
 
-  #fail(
-    err: unknown,
-    req: IncomingMessage,
-    reply: (status: number, message: string) => void,
-  ): void {
+  #fail(err: unknown, req: ApiRequest, reply: (status: number, message: string) => void): void {
     if (isAbortError(err)) return;
     if (err instanceof HttpError) {
       reply(err.status, err.message);

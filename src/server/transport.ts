@@ -3,9 +3,10 @@
  * listener and the kubelet_http_* request accounting (labelled by server_type, as
  * upstream labels the read-write :10250 and the read-only port apart).
  */
-import type { IncomingMessage, Server } from 'node:http';
-import type { Server as HttpsServer } from 'node:https';
-import type { Duplex } from 'node:stream';
+import type { IncomingMessage, OutgoingHttpHeaders, Server } from 'node:http';
+import type { Http2ServerRequest } from 'node:http2';
+import type { Server as NetServer, Socket } from 'node:net';
+import type { Duplex, Writable } from 'node:stream';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { createServer as createHttpServer } from '../util/node-http.ts';
 
@@ -43,15 +44,37 @@ const METRIC_PATHS: ReadonlySet<string> = new Set([
 
 export type ServerType = 'readwrite' | 'readonly';
 
+/** A request to the kubelet API: HTTP/1.1 (node:http) or HTTP/2 (node:http2's compat API). */
+export type ApiRequest = IncomingMessage | Http2ServerRequest;
+
+/** What the handlers need of a response; node:http's and node:http2's both have it. */
+export interface ApiResponse extends Writable {
+  readonly headersSent: boolean;
+  writeHead(statusCode: number, headers?: OutgoingHttpHeaders): this;
+  /**
+   * Sends the headers before any body (node:http). HTTP/2's writeHead sends them at
+   * once, so there it is a no-op (and absent from its typings).
+   */
+  flushHeaders?(): void;
+}
+
+/**
+ * The connection `req` came on. HTTP/2's `req.socket` is a fresh proxy per stream, so
+ * anything cached per connection (the client certificate) is keyed on the session's.
+ */
+export function connectionOf(req: ApiRequest): Socket {
+  return 'stream' in req ? (req.stream.session?.socket ?? req.socket) : req.socket;
+}
+
 /** The first path segment of a request target ("" for "/"). */
-export function firstSegment(req: IncomingMessage): string {
+export function firstSegment(req: ApiRequest): string {
   return (req.url ?? '').split(/[/?]/)[1] ?? '';
 }
 
 /** Counts a request in kubelet_http_* and returns what to call when it is over. */
 export function trackRequest(
   metrics: KubeletMetrics | undefined,
-  req: IncomingMessage,
+  req: ApiRequest,
   longRunning: boolean,
   serverType: ServerType,
 ): () => void {
@@ -91,7 +114,7 @@ export function createHealthzServer(): Server {
 }
 
 /** Binds `server`; rejects if the port cannot be bound. */
-export function listen(server: Server | HttpsServer, port: number, host: string): Promise<void> {
+export function listen(server: NetServer, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => {
       reject(err);
