@@ -55,38 +55,43 @@ export class SpdyProtocolError extends Error {
 export class HeaderBlockWriter {
   #started = false;
 
-  /** The zlib bytes of one name/value block; names are lowercased, as SPDY requires. */
+  /**
+   * The zlib bytes of one name/value block; names are lowercased, as SPDY requires.
+   * Written into one buffer: every exec sends two to four of these, and a buffer per
+   * length and string was a tenth of what berth allocated for an exec.
+   */
   block(headers: readonly (readonly [string, string])[]): Buffer {
-    const parts: Buffer[] = [u32(headers.length)];
-    for (const [name, value] of headers) {
-      const n = Buffer.from(name.toLowerCase());
-      const v = Buffer.from(value);
-      parts.push(u32(n.length), n, u32(v.length), v);
-    }
-    const raw = Buffer.concat(parts);
-    if (raw.length > 0xff_ff)
-      throw new SpdyProtocolError(`Cannot send a header block of ${raw.length} bytes`);
-    // Stored block: BFINAL 0, BTYPE 00, then LEN and its one's complement, little-endian.
-    const stored = Buffer.alloc(5);
-    stored.writeUInt16LE(raw.length, 1);
-    stored.writeUInt16LE(~raw.length & 0xff_ff, 3);
+    const pairs = headers.map(([name, value]) => [name.toLowerCase(), value] as const);
+    let raw = 4;
+    for (const [name, value] of pairs)
+      raw += 8 + Buffer.byteLength(name) + Buffer.byteLength(value);
+    if (raw > 0xff_ff) throw new SpdyProtocolError(`Cannot send a header block of ${raw} bytes`);
     // The zlib header (deflate, no preset dictionary) opens the connection's first block.
-    const head = this.#started ? [] : [Buffer.from([0x78, 0x01])];
+    const head = this.#started ? 0 : 2;
     this.#started = true;
+    const out = Buffer.allocUnsafe(head + 5 + raw + SYNC_FLUSH.length);
+    if (head > 0) out.set([0x78, 0x01]);
+    // Stored block: BFINAL 0, BTYPE 00, then LEN and its one's complement, little-endian.
+    out[head] = 0;
+    out.writeUInt16LE(raw, head + 1);
+    out.writeUInt16LE(~raw & 0xff_ff, head + 3);
+    let at = out.writeUInt32BE(pairs.length, head + 5);
+    for (const [name, value] of pairs) {
+      for (const text of [name, value]) {
+        const n = out.write(text, at + 4);
+        out.writeUInt32BE(n, at);
+        at += 4 + n;
+      }
+    }
     // Then an empty stored block, which is what a sync flush ends with: Go's inflater
     // hands a stored block's bytes out only on reaching the next block, and without it
     // would read past this frame's block (and fail) to finish this one.
-    return Buffer.concat([...head, stored, raw, SYNC_FLUSH]);
+    SYNC_FLUSH.copy(out, at);
+    return out;
   }
 }
 
 const SYNC_FLUSH = Buffer.from([0x00, 0x00, 0x00, 0xff, 0xff]);
-
-function u32(n: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0);
-  return b;
-}
 
 function controlFrame(type: number, flags: number, payload: Buffer): Buffer {
   const head = Buffer.alloc(8);
@@ -102,10 +107,17 @@ export function synStream(
   headers: readonly (readonly [string, string])[],
   writer: HeaderBlockWriter,
 ): Buffer {
-  const ids = Buffer.alloc(10);
-  ids.writeUInt32BE(streamId & 0x7f_ff_ff_ff, 0);
+  const block = writer.block(headers);
+  const out = Buffer.allocUnsafe(18 + block.length);
+  out.writeUInt16BE(0x80_00 | VERSION, 0);
+  out.writeUInt16BE(FrameType.SYN_STREAM, 2);
+  // Flags 0, then the length of what follows the frame head.
+  out.writeUInt32BE(10 + block.length, 4);
+  out.writeUInt32BE(streamId & 0x7f_ff_ff_ff, 8);
   // Associated-To-Stream-ID 0, priority 0, slot 0.
-  return controlFrame(FrameType.SYN_STREAM, 0, Buffer.concat([ids, writer.block(headers)]));
+  out.fill(0, 12, 18);
+  block.copy(out, 18);
+  return out;
 }
 
 /** A DATA frame; FIN ends the client's side of the stream. */
