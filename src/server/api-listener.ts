@@ -82,9 +82,7 @@ export function createApiListener(
     handlers.upgrade(req, socket, head);
   });
   server.on('secureConnection', (socket: TLSSocket) => {
-    // Upstream's Go TLS server never renegotiates; refusing it here also keeps a
-    // connection's client certificate fixed, which the authenticator relies on.
-    socket.disableRenegotiation();
+    prepareConnection(socket);
     connections.add(socket);
     socket.once('close', () => connections.delete(socket));
   });
@@ -109,6 +107,21 @@ export function createApiListener(
       connections.clear();
     },
   };
+}
+
+/**
+ * What every connection gets before its first request, as upstream's Go server gives it.
+ * - No Nagle delay. node:https sets it for each connection; node:http2's server does not
+ *   (its `noDelay` is false even for the HTTP/1.1 it accepts), so an exec's status and
+ *   close, or a port-forward's last segment, could wait for the API server's ACK.
+ * - No renegotiation: Go's TLS server never renegotiates, and refusing it keeps a
+ *   connection's client certificate fixed, which the authenticator relies on.
+ */
+export function prepareConnection(
+  socket: Pick<TLSSocket, 'setNoDelay' | 'disableRenegotiation'>,
+): void {
+  socket.setNoDelay(true);
+  socket.disableRenegotiation();
 }
 
 /**

@@ -25,6 +25,7 @@ import type { KubeClient } from '../kube/types.ts';
 import { podLogsDirectory } from '../kuberuntime/labels.ts';
 import { FakeClock, systemClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
+import { prepareConnection } from './api-listener.ts';
 import { KubeletServer } from './server.ts';
 import {
   cacheOf,
@@ -265,4 +266,18 @@ describe('the kubelet API over HTTP/2', () => {
     await server.stop();
     await closed(s);
   });
+});
+
+test('every connection is set to no Nagle delay and no renegotiation', () => {
+  const calls: string[] = [];
+  prepareConnection({
+    setNoDelay(noDelay?: boolean) {
+      calls.push(`setNoDelay(${String(noDelay)})`);
+      return this as never;
+    },
+    disableRenegotiation() {
+      calls.push('disableRenegotiation');
+    },
+  });
+  assert.deepEqual(calls, ['setNoDelay(true)', 'disableRenegotiation']);
 });
