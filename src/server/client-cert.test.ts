@@ -15,12 +15,11 @@ import { after, before, describe, test } from 'node:test';
 import { TestCa } from '../certificate/test-ca.ts';
 import { clientTemplate, createCsr, generateKey } from '../certificate/csr.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
-import type { KubeClient } from '../kube/types.ts';
 import { FakeStatsProvider } from '../stats/fake.ts';
 import { FakeClock, systemClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { KubeletServer } from './server.ts';
-import { selfSignedCertificate, testServerOptions } from './testing.ts';
+import { recordingUsers, selfSignedCertificate, testServerOptions } from './testing.ts';
 
 const TIME = '2026-01-01T00:00:10.000Z';
 
@@ -28,16 +27,6 @@ const TIME = '2026-01-01T00:00:10.000Z';
 function clientPair(ca: TestCa, name: string): { key: string; cert: string } {
   const { key, keyPem } = generateKey();
   return { key: keyPem, cert: ca.sign(createCsr(key, clientTemplate(name)), 3_600_000) };
-}
-
-/** Allows everything and records who asked. */
-function recordingUsers(users: string[]): KubeClient {
-  return {
-    create: (_path: unknown, body: { spec: { user: string } }) => {
-      users.push(body.spec.user);
-      return Promise.resolve({ ...body, status: { allowed: true } });
-    },
-  } as unknown as KubeClient;
 }
 
 function get(

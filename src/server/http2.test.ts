@@ -21,7 +21,6 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import { clientTemplate, createCsr, generateKey } from '../certificate/csr.ts';
 import { TestCa } from '../certificate/test-ca.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
-import type { KubeClient } from '../kube/types.ts';
 import { podLogsDirectory } from '../kuberuntime/labels.ts';
 import { FakeClock, systemClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
@@ -30,6 +29,7 @@ import { KubeletServer } from './server.ts';
 import {
   cacheOf,
   cachedRunning,
+  recordingUsers,
   runTestContainer,
   selfSignedCertificate,
   testServerOptions,
@@ -37,16 +37,6 @@ import {
 } from './testing.ts';
 
 const LINE = (text: string): string => `2026-12-06T00:00:00.000000000Z stdout F ${text}\n`;
-
-/** Allows everything and records who asked. */
-function recordingUsers(users: string[]): KubeClient {
-  return {
-    create: (_path: unknown, body: { spec: { user: string } }) => {
-      users.push(body.spec.user);
-      return Promise.resolve({ ...body, status: { allowed: true } });
-    },
-  } as unknown as KubeClient;
-}
 
 /** Sends GET `path` on `session`; the stream, and its status once it answers. */
 function open(

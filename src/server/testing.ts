@@ -35,6 +35,16 @@ export function recordingAuthorizer(asked: string[], allowed: ReadonlySet<string
   } as unknown as KubeClient;
 }
 
+/** A KubeClient whose SubjectAccessReviews allow everything, recording who asked. */
+export function recordingUsers(users: string[]): KubeClient {
+  return {
+    create: (_path: unknown, body: { spec: { user: string } }) => {
+      users.push(body.spec.user);
+      return Promise.resolve({ ...body, status: { allowed: true } });
+    },
+  } as unknown as KubeClient;
+}
+
 /** Anonymous users, webhook authorization, ports picked by the OS, files from `dir`. */
 export function testServerOptions(
   dir: string,
