@@ -16,7 +16,7 @@ import { FakeCriClient } from '../cri/fake/index.ts';
 import { podLogsDirectory } from '../kuberuntime/labels.ts';
 import { systemClock } from '../util/clock.ts';
 import { HttpError, parseTarget, serveContainerLogs, type HandlerDeps } from './handlers.ts';
-import { cacheOf, cachedRunning, runTestContainer, TEST_IMAGE } from './testing.ts';
+import { cacheOf, cachedRunning, runningStatus, runTestContainer, TEST_IMAGE } from './testing.ts';
 
 const IMAGE = TEST_IMAGE;
 
@@ -33,19 +33,7 @@ describe('serveContainerLogs and the PLEG cache', () => {
     spec: { containers: [{ name: 'app', image: IMAGE }] },
     ...(status !== undefined && { status }),
   });
-  const named = (): Pod['status'] => ({
-    containerStatuses: [
-      {
-        name: 'app',
-        image: IMAGE,
-        imageID: '',
-        ready: true,
-        restartCount: 0,
-        containerID: `containerd://${containerId}`,
-        state: { running: { startedAt: '2026-12-05T00:00:00Z' } },
-      },
-    ],
-  });
+  const named = (): Pod['status'] => runningStatus(containerId, '2026-12-05T00:00:00Z');
 
   before(async () => {
     root = await mkdtemp(join(tmpdir(), 'berth-container-logs-'));

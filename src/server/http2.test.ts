@@ -30,6 +30,7 @@ import {
   cacheOf,
   cachedRunning,
   recordingUsers,
+  runningStatus,
   runTestContainer,
   selfSignedCertificate,
   testServerOptions,
@@ -141,19 +142,7 @@ describe('the kubelet API over HTTP/2', () => {
     const pod: Pod = {
       metadata: { name: 'web', namespace: 'ns', uid },
       spec: { containers: [{ name: 'app', image: TEST_IMAGE }] },
-      status: {
-        containerStatuses: [
-          {
-            name: 'app',
-            image: TEST_IMAGE,
-            imageID: '',
-            ready: true,
-            restartCount: 0,
-            containerID: `containerd://${id}`,
-            state: { running: { startedAt: '2026-12-06T00:00:00Z' } },
-          },
-        ],
-      },
+      status: runningStatus(id, '2026-12-06T00:00:00Z'),
     };
     server = new KubeletServer(
       testServerOptions(dir, { clientCAFile: join(dir, 'client-ca.pem'), anonymous: false }),

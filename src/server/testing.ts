@@ -7,6 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
+import type { Pod } from 'kubernetes-types/core/v1.js';
 import { cri } from '../cri/index.ts';
 import type { FakeCriClient } from '../cri/fake/index.ts';
 import type { KubeClient } from '../kube/types.ts';
@@ -164,6 +165,23 @@ export async function runTestContainer(
   );
   await client.runtime.startContainer({ containerId }, {});
   return containerId;
+}
+
+/** Pod ns/web's status naming container `app` as `id`, running since `startedAt`. */
+export function runningStatus(id: string, startedAt: string): NonNullable<Pod['status']> {
+  return {
+    containerStatuses: [
+      {
+        name: 'app',
+        image: TEST_IMAGE,
+        imageID: '',
+        ready: true,
+        restartCount: 0,
+        containerID: `containerd://${id}`,
+        state: { running: { startedAt } },
+      },
+    ],
+  };
 }
 
 /** Container `app` of pod `uid`, running, as the PLEG's cache holds it. */
