@@ -6,14 +6,17 @@
  * drift (load, caches, the API server's own work) falls on both alike, and the
  * difference is read pair by pair: its median and a distribution-free 95 % interval.
  *
- *   node_modules/.bin/node bench/api-paired.ts [--execs 100] [--first-bytes 100]
+ *   node_modules/.bin/node bench/api-paired.ts [--execs 100] [--direct-execs 200]
+ *                                              [--first-bytes 100]
  *                                              [--log-size 16Mi] [--forward-size 64Mi]
  *                                              [--rounds 6] [--idle-seconds 20]
  *                                              [--swap] [--out file.json]
  *
- * Phases: `execs` exec pairs; `first-bytes` pairs of `kubectl logs -f` on a pod that
- * printed one line (time to kubectl's first byte); `rounds` pairs of a fast writer
- * followed to its end (throughput); `rounds` port-forward download pairs. `--swap`
+ * Phases: `execs` exec pairs; `direct-execs` pairs of the same exec sent straight to
+ * each agent (api-exec-direct.ts), without kubectl and the API server; `first-bytes`
+ * pairs of `kubectl logs -f` on a pod that printed one line (time to kubectl's first
+ * byte); `rounds` pairs of a fast writer followed to its end (throughput); `rounds`
+ * port-forward download pairs. `--swap`
  * gives berth the second containerd and upstream the cluster's, to show the runtimes
  * do not favour one side. The agents' CPU per operation is read from /proc around each
  * phase, less what each used idle (measured first, over `idle-seconds`).
@@ -49,6 +52,7 @@ import {
   stopBenchCluster,
   writeReport,
 } from './cluster-prep.ts';
+import { directExecOnce, directExecTarget, type DirectExecTimes } from './api-exec-direct.ts';
 import { startExtraRuntime } from './runtimes.ts';
 import { cpuSeconds, summarize, type Summary } from './stats.ts';
 
@@ -57,6 +61,7 @@ type Side = (typeof SIDES)[number];
 
 interface Options {
   readonly execs: number;
+  readonly directExecs: number;
   readonly logBytes: number;
   readonly forwardBytes: number;
   readonly rounds: number;
@@ -75,6 +80,7 @@ function parseOptions(argv: readonly string[]): Options {
     args: [...argv],
     options: {
       execs: { type: 'string', default: '100' },
+      'direct-execs': { type: 'string', default: '200' },
       'log-size': { type: 'string', default: '16Mi' },
       'forward-size': { type: 'string', default: '64Mi' },
       rounds: { type: 'string', default: '6' },
@@ -87,6 +93,7 @@ function parseOptions(argv: readonly string[]): Options {
   });
   return {
     execs: positiveInteger('execs', values.execs),
+    directExecs: positiveInteger('direct-execs', values['direct-execs']),
     logBytes: parseBytes(values['log-size']),
     forwardBytes: parseBytes(values['forward-size']),
     rounds: positiveInteger('rounds', values.rounds),
@@ -130,6 +137,9 @@ async function busyCpu(
 interface SideResult {
   readonly exec: Summary;
   readonly execCpuMs: number | null;
+  readonly directExec: Summary;
+  readonly directUpgrade: Summary;
+  readonly directExecCpuMs: number | null;
   readonly logsFirstByte: Summary;
   readonly logsMiBps: readonly (number | null)[];
   readonly logsCpuMsPerMiB: number | null;
@@ -141,6 +151,8 @@ interface SideResult {
 /** berth − upstream, pair by pair; throughputs only where both rounds gave one. */
 interface Differences {
   readonly execMs: PairedDifference;
+  readonly directExecMs: PairedDifference;
+  readonly directUpgradeMs: PairedDifference;
   readonly logsFirstByteMs: PairedDifference;
   readonly logsMiBps: PairedDifference | null;
   readonly forwardMiBps: PairedDifference | null;
@@ -207,6 +219,25 @@ async function main(): Promise<void> {
     const execCpu = await busyCpu(pids, idlePerSecond, async () => {
       for (let i = 0; i < o.execs; i++) await alternate(i, execMs, (s) => execOnce(cluster, s));
     });
+    log(`${o.directExecs} direct exec pairs`);
+    const targets = {
+      berth: await directExecTarget(cluster, running.berth.nodeName, 'berth'),
+      upstream: await directExecTarget(cluster, running.upstream.nodeName, 'upstream'),
+    };
+    for (const side of SIDES) await directExecOnce(targets[side]);
+    const direct = paired<DirectExecTimes>();
+    const directExecCpu = await busyCpu(pids, idlePerSecond, async () => {
+      for (let i = 0; i < o.directExecs; i++)
+        await alternate(i, direct, (s) => directExecOnce(targets[s]));
+    });
+    const directExecMs = {
+      berth: direct.berth.map((d) => d.totalMs),
+      upstream: direct.upstream.map((d) => d.totalMs),
+    };
+    const directUpgradeMs = {
+      berth: direct.berth.map((d) => d.upgradeMs),
+      upstream: direct.upstream.map((d) => d.upgradeMs),
+    };
     log(`${o.firstBytes} logs -f first-byte pairs`);
     const firstByteMs = paired<number>();
     for (let i = 0; i < o.firstBytes; i++)
@@ -228,6 +259,9 @@ async function main(): Promise<void> {
     const sideResult = (s: Side): SideResult => ({
       exec: summarize(execMs[s]),
       execCpuMs: cpuMsPer(execCpu[s], o.execs),
+      directExec: summarize(directExecMs[s]),
+      directUpgrade: summarize(directUpgradeMs[s]),
+      directExecCpuMs: cpuMsPer(directExecCpu[s], o.directExecs),
       logsFirstByte: summarize(firstByteMs[s]),
       logsMiBps: follows[s].map((f) => f.mibps),
       logsCpuMsPerMiB: cpuMsPer(logsCpu[s], mib(o.logBytes)),
@@ -238,6 +272,8 @@ async function main(): Promise<void> {
     const results = { berth: sideResult('berth'), upstream: sideResult('upstream') };
     const differences: Differences = {
       execMs: pairedDifference(execMs.berth, execMs.upstream),
+      directExecMs: pairedDifference(directExecMs.berth, directExecMs.upstream),
+      directUpgradeMs: pairedDifference(directUpgradeMs.berth, directUpgradeMs.upstream),
       logsFirstByteMs: pairedDifference(firstByteMs.berth, firstByteMs.upstream),
       logsMiBps: throughputDifference({
         berth: follows.berth.map((f) => f.mibps),
@@ -251,7 +287,7 @@ async function main(): Promise<void> {
       runtimes: sockets,
       agents: results,
       berthMinusUpstream: differences,
-      samples: { execMs, firstByteMs, follows, forwards },
+      samples: { execMs, directExecMs, directUpgradeMs, firstByteMs, follows, forwards },
     };
     const out = o.out ?? join(REPO_ROOT, 'bench', 'results', `api-paired-${runId}.json`);
     await writeReport(out, report);
@@ -275,6 +311,9 @@ function table(r: Record<Side, SideResult>, d: Differences, o: Options): string 
     '| --- | --- | --- | --- |',
     `| kubectl exec -- true p50 / p99 (ms, n=${o.execs}) | ${r.berth.exec.p50Ms} / ${r.berth.exec.p99Ms} | ${r.upstream.exec.p50Ms} / ${r.upstream.exec.p99Ms} | ${diff(d.execMs)} |`,
     `| agent CPU per exec, idle removed (ms) | ${r.berth.execCpuMs ?? '—'} | ${r.upstream.execCpuMs ?? '—'} | |`,
+    `| exec straight to the agent p50 / p99 (ms, n=${o.directExecs}) | ${r.berth.directExec.p50Ms} / ${r.berth.directExec.p99Ms} | ${r.upstream.directExec.p50Ms} / ${r.upstream.directExec.p99Ms} | ${diff(d.directExecMs)} |`,
+    `| its 101 p50 / p99 (ms) | ${r.berth.directUpgrade.p50Ms} / ${r.berth.directUpgrade.p99Ms} | ${r.upstream.directUpgrade.p50Ms} / ${r.upstream.directUpgrade.p99Ms} | ${diff(d.directUpgradeMs)} |`,
+    `| agent CPU per direct exec, idle removed (ms) | ${r.berth.directExecCpuMs ?? '—'} | ${r.upstream.directExecCpuMs ?? '—'} | |`,
     `| logs -f first byte p50 / p99 (ms, n=${o.firstBytes}) | ${r.berth.logsFirstByte.p50Ms} / ${r.berth.logsFirstByte.p99Ms} | ${r.upstream.logsFirstByte.p50Ms} / ${r.upstream.logsFirstByte.p99Ms} | ${diff(d.logsFirstByteMs)} |`,
     `| logs -f MiB/s per round | ${list(r.berth.logsMiBps)} | ${list(r.upstream.logsMiBps)} | ${diff(d.logsMiBps)} |`,
     `| agent CPU per log MiB (ms) | ${r.berth.logsCpuMsPerMiB ?? '—'} | ${r.upstream.logsCpuMsPerMiB ?? '—'} | |`,
