@@ -30,8 +30,18 @@ export interface Runtime {
  * with a message for anything else. Reads land in pooled buffers (net's onread), as in
  * the byte proxy (streaming.ts): a fresh buffer per read made V8 collect the whole
  * heap over and over on a port-forward.
+ *
+ * `preface`, SPDY frames for the upgraded connection, goes out with the request itself
+ * rather than after the 101: the runtime's server (k8s.io's httpstream, behind
+ * containerd's and CRI-O's) reads what the client sent past the request before any new
+ * bytes, so an exec's streams can open without waiting a round trip for its answer.
  */
-export function openRuntime(url: URL, protocol: string, signal: AbortSignal): Promise<Runtime> {
+export function openRuntime(
+  url: URL,
+  protocol: string,
+  signal: AbortSignal,
+  preface?: Buffer,
+): Promise<Runtime> {
   return new Promise((resolve, reject) => {
     let pending: Buffer = Buffer.alloc(0);
     let settled = false;
@@ -114,10 +124,14 @@ export function openRuntime(url: URL, protocol: string, signal: AbortSignal): Pr
     socket.on('end', () => {
       fail('the runtime streaming server closed without an answer');
     });
-    socket.write(
+    const head = Buffer.from(
       `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
         `Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: ${protocol}\r\n` +
         `Content-Length: 0\r\n\r\n`,
+      'latin1',
     );
+    // One write: the socket connects first, and two writes queued meanwhile could leave
+    // in two segments.
+    socket.write(preface === undefined ? head : Buffer.concat([head, preface]));
   });
 }

@@ -317,6 +317,61 @@ describe('WebSocket streams translated by berth', () => {
     }
   });
 
+  it('opens the exec streams with the upgrade request, not a round trip after the 101', async () => {
+    // This runtime answers only once the request and all three SYN_STREAMs are in: were
+    // the streams opened after its 101, neither side would move.
+    const synTypes: string[] = [];
+    const sockets = new Set<Socket>();
+    const patient = createNetServer((socket: Socket) => {
+      sockets.add(socket);
+      let bytes = Buffer.alloc(0);
+      socket.on('data', (chunk: Buffer) => {
+        bytes = Buffer.concat([bytes, chunk]);
+        const end = bytes.indexOf('\r\n\r\n');
+        if (end < 0 || synTypes.length === 3) return;
+        const ids = new Map<string, number>();
+        for (const frame of new FrameReader().push(bytes.subarray(end + 4)))
+          if (frame.kind === 'control' && frame.type === FrameType.SYN_STREAM)
+            ids.set(streamTypeOf(frame.payload.subarray(10)), frame.payload.readUInt32BE(0));
+        if (ids.size < 3) return;
+        synTypes.push(...ids.keys());
+        socket.write(UPGRADED);
+        socket.end(dataFrame(ids.get('error') ?? 0, Buffer.from('{"status":"Success"}'), true));
+      });
+      socket.on('error', () => undefined);
+    });
+    const kubelet = await kubeletSide(await listen(patient), 'channels', {
+      stdin: false,
+      stdout: true,
+      stderr: true,
+      tty: false,
+    });
+    try {
+      const { messages, code } = await Promise.race([
+        converse(kubelet.port, 'v5.channel.k8s.io', () => undefined),
+        new Promise<never>((_, reject) =>
+          setTimeout(() => {
+            reject(new Error('the runtime never had the streams before its answer'));
+          }, 5000).unref(),
+        ),
+      ]);
+      assert.equal(code, 1000);
+      assert.deepEqual(synTypes, ['error', 'stdout', 'stderr']);
+      assert.deepEqual(
+        messages.map((m) => [m[0], m.subarray(1).toString()]),
+        [
+          [1, ''],
+          [3, '{"status":"Success"}'],
+        ],
+      );
+    } finally {
+      kubelet.close();
+      // Ending the runtime's side ends the client's too, should the test fail.
+      for (const socket of sockets) socket.destroy();
+      patient.close();
+    }
+  });
+
   it('a runtime that refuses the upgrade ends the stream with an InternalError status', async () => {
     const refusing = fakeRuntime(
       'HTTP/1.1 404 Not Found\r\nContent-Length: 14\r\n\r\nno such stream',

@@ -138,11 +138,17 @@ export function serveTranslated(
   client.once('close', () => {
     abort.abort(CONNECTION_CLOSED);
   });
-  // The runtime's upgrade goes out while the WebSocket handshake is answered.
+  // The runtime's upgrade goes out while the WebSocket handshake is answered, an exec's
+  // streams with it.
+  const opened =
+    translation === 'channels'
+      ? openStreams(streams ?? { stdin: false, stdout: true, stderr: true, tty: false })
+      : undefined;
   const runtime = openRuntime(
     url,
-    translation === 'tunnel' ? RUNTIME_PORTFORWARD_PROTOCOL : RUNTIME_EXEC_PROTOCOL,
+    opened === undefined ? RUNTIME_PORTFORWARD_PROTOCOL : RUNTIME_EXEC_PROTOCOL,
     abort.signal,
+    opened?.synStreams,
   );
   runtime.catch(() => undefined);
   if (translation === 'tunnel') {
@@ -155,8 +161,8 @@ export function serveTranslated(
       corked(client, () => {
         server.handleUpgrade(req, client, head, (ws) => {
           const ctx = { ws, client, runtime, options };
-          if (translation === 'tunnel') tunnel(ctx);
-          else channels(ctx, streams ?? { stdin: false, stdout: true, stderr: true, tty: false });
+          if (opened === undefined) tunnel(ctx);
+          else channels(ctx, opened);
         });
       });
     })
@@ -272,8 +278,49 @@ export function isCompleteStatus(bytes: Buffer): boolean {
   }
 }
 
+/** The runtime's streams for an exec or attach, and the SYN_STREAMs that open them. */
+interface OpenedStreams {
+  readonly streams: StreamFlags;
+  readonly synStreams: Buffer;
+  readonly errorId: number;
+  /** 0: no such stream. */
+  readonly stdinId: number;
+  readonly resizeId: number;
+  /** The client channel of each stream the runtime writes. */
+  readonly byStream: ReadonlyMap<number, number>;
+}
+
+/** The order and set of streams the runtime expects: its request was made with `streams`. */
+function openStreams(streams: StreamFlags): OpenedStreams {
+  const writer = new HeaderBlockWriter();
+  const frames: Buffer[] = [];
+  let nextId = 1;
+  const open = (type: string): number => {
+    const id = nextId;
+    nextId += 2;
+    frames.push(synStream(id, [['streamtype', type]], writer));
+    return id;
+  };
+  const byStream = new Map<number, number>();
+  const errorId = open('error');
+  byStream.set(errorId, Channel.error);
+  const stdinId = streams.stdin ? open('stdin') : 0;
+  if (streams.stdout) byStream.set(open('stdout'), Channel.stdout);
+  if (streams.stderr) byStream.set(open('stderr'), Channel.stderr);
+  const resizeId = streams.tty ? open('resize') : 0;
+  return {
+    streams,
+    synStreams: Buffer.concat(frames),
+    errorId,
+    stdinId,
+    resizeId,
+    byStream,
+  };
+}
+
 /** v5.channel.k8s.io on the client side, remote command v4 over SPDY at the runtime. */
-function channels(ctx: Ctx, streams: StreamFlags): void {
+function channels(ctx: Ctx, opened: OpenedStreams): void {
+  const { streams, errorId, stdinId, resizeId, byStream } = opened;
   const { ws, options } = ctx;
   const send = (channel: number, data: Buffer): boolean => {
     const message = Buffer.allocUnsafe(data.length + 1);
@@ -299,8 +346,6 @@ function channels(ctx: Ctx, streams: StreamFlags): void {
 
   const early: Buffer[] = [];
   let socket: Socket | undefined;
-  let stdinId = 0;
-  let resizeId = 0;
   /** Streams whose client side berth has ended (FIN sent). */
   const ended = new Set<number>();
   const toRuntime = (streamId: number, data: Buffer, fin: boolean): void => {
@@ -337,27 +382,11 @@ function channels(ctx: Ctx, streams: StreamFlags): void {
         return;
       }
       wire(ctx, r);
-      const writer = new HeaderBlockWriter();
-      const byStream = new Map<number, number>();
-      let nextId = 1;
-      const open = (type: string): number => {
-        const id = nextId;
-        nextId += 2;
-        s.write(synStream(id, [['streamtype', type]], writer));
-        return id;
-      };
-      // The order and set the runtime expects: its request was made with these flags.
-      // Corked: every SYN_STREAM (and early stdin) leaves in one packet, not one each.
-      const errorId = corked(s, () => {
-        const id = open('error');
-        if (streams.stdin) stdinId = open('stdin');
-        if (streams.stdout) byStream.set(open('stdout'), Channel.stdout);
-        if (streams.stderr) byStream.set(open('stderr'), Channel.stderr);
-        if (streams.tty) resizeId = open('resize');
+      // The streams opened with the upgrade request; stdin that came meanwhile follows,
+      // corked into one packet.
+      corked(s, () => {
         for (const data of early.splice(0)) onMessage(data);
-        return id;
       });
-      byStream.set(errorId, Channel.error);
 
       const reader = new FrameReader();
       let status = Buffer.alloc(0);

@@ -12,6 +12,7 @@ import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { GrpcCriClient } from '../../src/cri/index.ts';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster, type RuntimeKind } from '../harness/cluster.ts';
+import { run } from '../harness/exec.ts';
 import {
   applyJson,
   applyRegistrySecret,
@@ -178,6 +179,29 @@ function suite(kind: RuntimeKind): void {
         return text.includes('hello from berth') ? text : undefined;
       });
       assert.match(log, /^\S+ stdout F hello from berth$/m);
+    });
+
+    test('kubectl exec reaches the pod through this runtime: stdin in, output and exit code out', async () => {
+      // kubectl's WebSocket exec, which berth turns into SPDY streams at this runtime's
+      // streaming server, opening them with the upgrade request itself.
+      const kubectl = (args: readonly string[], input?: string, okCodes?: readonly number[]) =>
+        run(cluster.bin.kubectl, ['--kubeconfig', cluster.adminKubeconfig, ...args], {
+          ...(input !== undefined && { input }),
+          ...(okCodes !== undefined && { okCodes }),
+          timeoutMs: 60_000,
+        });
+      const echoed = await kubectl(
+        ['exec', '-i', 'direct', '--', 'sh', '-c', 'cat; echo err >&2; exit 3'],
+        'ping\n',
+        [3],
+      );
+      assert.equal(echoed.exitCode, 3);
+      assert.equal(echoed.stdout, 'ping\n');
+      assert.match(echoed.stderr, /^err$/m);
+      for (let i = 0; i < 5; i++) {
+        const { stdout } = await kubectl(['exec', 'direct', '--', 'echo', `round ${String(i)}`]);
+        assert.equal(stdout, `round ${String(i)}\n`);
+      }
     });
 
     test('a 3-replica Deployment placed by the scheduler runs on berth; deleting it leaves nothing', async () => {
