@@ -41,6 +41,7 @@ import {
 import { kubeletHealthChecks, serveMonitoring, type MonitoringDeps } from './monitoring.ts';
 import { serveNodeLogs } from './node-logs.ts';
 import { streamingUrl, type StreamKind } from './stream-target.ts';
+import { StreamDialer } from './runtime-upgrade.ts';
 import { proxyUpgrade, writeRawResponse } from './streaming.ts';
 import { serveTranslated, translationFor } from './ws-translate.ts';
 import { createApiListener, type ApiListener } from './api-listener.ts';
@@ -150,6 +151,8 @@ export class KubeletServer {
   #readOnly: Server | undefined;
   /** Upgraded sockets: closeAllConnections() no longer sees them. */
   readonly #streams = new Set<Duplex>();
+  /** Opens a translated stream's runtime connection during its CRI call. */
+  readonly #dialer = new StreamDialer();
 
   constructor(options: KubeletServerOptions, deps: KubeletServerDeps) {
     this.#o = options;
@@ -451,15 +454,27 @@ export class KubeletServer {
     void (async () => {
       const { target } = await this.#gate(req, websocket && req.method === 'GET', abort.signal);
       const kind = target.segments[0] as StreamKind;
-      const { url, streams } = await streamingUrl(this.#handlers, kind, target, abort.signal);
+      const translation = websocket ? translationFor(kind, req) : undefined;
+      // Authorized: the runtime's connection opens while the CRI call names the URL.
+      const early = translation === undefined ? undefined : this.#dialer.early();
+      let answer;
+      try {
+        answer = await streamingUrl(this.#handlers, kind, target, abort.signal);
+      } catch (err) {
+        early?.socket.destroy();
+        throw err;
+      }
       const options = {
         logger: this.#d.logger,
         idleTimeoutMs: this.#o.streamingConnectionIdleTimeoutMs ?? 0,
       };
-      const translation = websocket ? translationFor(kind, req) : undefined;
-      if (translation !== undefined)
-        serveTranslated(req, socket, head, url, translation, streams, options);
-      else proxyUpgrade(req, socket, head, url, options);
+      if (translation !== undefined) {
+        serveTranslated(req, socket, head, answer.url, translation, answer.streams, {
+          ...options,
+          dialer: this.#dialer,
+          early,
+        });
+      } else proxyUpgrade(req, socket, head, answer.url, options);
     })().catch((err: unknown) => {
       this.#fail(err, req, (status, message) => {
         writeRawResponse(socket, status, message);

@@ -35,7 +35,13 @@ import {
   SpdyProtocolError,
   synStream,
 } from './spdy.ts';
-import { openRuntime, RUNTIME_POOL as POOL, type Runtime } from './runtime-upgrade.ts';
+import {
+  openRuntime,
+  RUNTIME_POOL as POOL,
+  type Runtime,
+  type RuntimeConnection,
+  type StreamDialer,
+} from './runtime-upgrade.ts';
 import { runtimeStreamUrl, writeRawResponse } from './streaming.ts';
 import { CONNECTION_CLOSED } from '../util/errors.ts';
 
@@ -102,6 +108,10 @@ export interface TranslateOptions {
   readonly logger: Logger;
   /** streamingConnectionIdleTimeout (ms); 0 never. */
   readonly idleTimeoutMs: number;
+  /** Learns where the runtime's streams go, for the next stream's early connection. */
+  readonly dialer?: StreamDialer;
+  /** This stream's connection, opened while its URL was asked for (StreamDialer). */
+  readonly early?: RuntimeConnection | undefined;
 }
 
 /** A metav1.Status as upstream's NewInternalError words it. */
@@ -131,9 +141,11 @@ export function serveTranslated(
 ): void {
   const url = runtimeStreamUrl(target);
   if (typeof url === 'string') {
+    options.early?.socket.destroy();
     writeRawResponse(client, 500, url);
     return;
   }
+  options.dialer?.remember(url);
   const abort = new AbortController();
   client.once('close', () => {
     abort.abort(CONNECTION_CLOSED);
@@ -148,7 +160,7 @@ export function serveTranslated(
     url,
     opened === undefined ? RUNTIME_PORTFORWARD_PROTOCOL : RUNTIME_EXEC_PROTOCOL,
     abort.signal,
-    opened?.synStreams,
+    { ...(opened !== undefined && { preface: opened.synStreams }), early: options.early },
   );
   runtime.catch(() => undefined);
   if (translation === 'tunnel') {
