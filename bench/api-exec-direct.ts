@@ -55,6 +55,8 @@ export async function directExecTarget(
 export interface DirectExecTimes {
   /** To the agent's 101: TLS, authentication, authorization and the CRI Exec call. */
   readonly upgradeMs: number;
+  /** To the exit status on the error channel (the first of its messages). */
+  readonly statusMs: number;
   /** To the close after the exit status. */
   readonly totalMs: number;
 }
@@ -64,6 +66,7 @@ export function directExecOnce(target: DirectExecTarget): Promise<DirectExecTime
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let upgradeMs = -1;
+    let statusMs = -1;
     let status: string | undefined;
     const ws = new WebSocket(target.url, ['v5.channel.k8s.io'], {
       key: target.key,
@@ -75,13 +78,15 @@ export function directExecOnce(target: DirectExecTarget): Promise<DirectExecTime
       upgradeMs = performance.now() - started;
     });
     ws.on('message', (data: Buffer) => {
-      if (data[0] === ERROR_CHANNEL) status = data.subarray(1).toString();
+      if (data[0] !== ERROR_CHANNEL) return;
+      if (statusMs < 0) statusMs = performance.now() - started;
+      status = (status ?? '') + data.subarray(1).toString();
     });
     ws.on('error', reject);
     ws.on('close', () => {
       const totalMs = performance.now() - started;
       if (status !== undefined && /"status":"Success"/.test(status))
-        resolve({ upgradeMs, totalMs });
+        resolve({ upgradeMs, statusMs, totalMs });
       else reject(new Error(`direct exec at ${target.url}: status ${status ?? 'none'}`));
     });
   });

@@ -139,6 +139,7 @@ interface SideResult {
   readonly execCpuMs: number | null;
   readonly directExec: Summary;
   readonly directUpgrade: Summary;
+  readonly directStatus: Summary;
   readonly directExecCpuMs: number | null;
   readonly logsFirstByte: Summary;
   readonly logsMiBps: readonly (number | null)[];
@@ -153,6 +154,7 @@ interface Differences {
   readonly execMs: PairedDifference;
   readonly directExecMs: PairedDifference;
   readonly directUpgradeMs: PairedDifference;
+  readonly directStatusMs: PairedDifference;
   readonly logsFirstByteMs: PairedDifference;
   readonly logsMiBps: PairedDifference | null;
   readonly forwardMiBps: PairedDifference | null;
@@ -234,6 +236,10 @@ async function main(): Promise<void> {
       berth: direct.berth.map((d) => d.totalMs),
       upstream: direct.upstream.map((d) => d.totalMs),
     };
+    const directStatusMs = {
+      berth: direct.berth.map((d) => d.statusMs),
+      upstream: direct.upstream.map((d) => d.statusMs),
+    };
     const directUpgradeMs = {
       berth: direct.berth.map((d) => d.upgradeMs),
       upstream: direct.upstream.map((d) => d.upgradeMs),
@@ -261,6 +267,7 @@ async function main(): Promise<void> {
       execCpuMs: cpuMsPer(execCpu[s], o.execs),
       directExec: summarize(directExecMs[s]),
       directUpgrade: summarize(directUpgradeMs[s]),
+      directStatus: summarize(directStatusMs[s]),
       directExecCpuMs: cpuMsPer(directExecCpu[s], o.directExecs),
       logsFirstByte: summarize(firstByteMs[s]),
       logsMiBps: follows[s].map((f) => f.mibps),
@@ -274,6 +281,7 @@ async function main(): Promise<void> {
       execMs: pairedDifference(execMs.berth, execMs.upstream),
       directExecMs: pairedDifference(directExecMs.berth, directExecMs.upstream),
       directUpgradeMs: pairedDifference(directUpgradeMs.berth, directUpgradeMs.upstream),
+      directStatusMs: pairedDifference(directStatusMs.berth, directStatusMs.upstream),
       logsFirstByteMs: pairedDifference(firstByteMs.berth, firstByteMs.upstream),
       logsMiBps: throughputDifference({
         berth: follows.berth.map((f) => f.mibps),
@@ -287,7 +295,15 @@ async function main(): Promise<void> {
       runtimes: sockets,
       agents: results,
       berthMinusUpstream: differences,
-      samples: { execMs, directExecMs, directUpgradeMs, firstByteMs, follows, forwards },
+      samples: {
+        execMs,
+        directExecMs,
+        directUpgradeMs,
+        directStatusMs,
+        firstByteMs,
+        follows,
+        forwards,
+      },
     };
     const out = o.out ?? join(REPO_ROOT, 'bench', 'results', `api-paired-${runId}.json`);
     await writeReport(out, report);
@@ -313,6 +329,7 @@ function table(r: Record<Side, SideResult>, d: Differences, o: Options): string 
     `| agent CPU per exec, idle removed (ms) | ${r.berth.execCpuMs ?? '—'} | ${r.upstream.execCpuMs ?? '—'} | |`,
     `| exec straight to the agent p50 / p99 (ms, n=${o.directExecs}) | ${r.berth.directExec.p50Ms} / ${r.berth.directExec.p99Ms} | ${r.upstream.directExec.p50Ms} / ${r.upstream.directExec.p99Ms} | ${diff(d.directExecMs)} |`,
     `| its 101 p50 / p99 (ms) | ${r.berth.directUpgrade.p50Ms} / ${r.berth.directUpgrade.p99Ms} | ${r.upstream.directUpgrade.p50Ms} / ${r.upstream.directUpgrade.p99Ms} | ${diff(d.directUpgradeMs)} |`,
+    `| its exit status p50 / p99 (ms) | ${r.berth.directStatus.p50Ms} / ${r.berth.directStatus.p99Ms} | ${r.upstream.directStatus.p50Ms} / ${r.upstream.directStatus.p99Ms} | ${diff(d.directStatusMs)} |`,
     `| agent CPU per direct exec, idle removed (ms) | ${r.berth.directExecCpuMs ?? '—'} | ${r.upstream.directExecCpuMs ?? '—'} | |`,
     `| logs -f first byte p50 / p99 (ms, n=${o.firstBytes}) | ${r.berth.logsFirstByte.p50Ms} / ${r.berth.logsFirstByte.p99Ms} | ${r.upstream.logsFirstByte.p50Ms} / ${r.upstream.logsFirstByte.p99Ms} | ${diff(d.logsFirstByteMs)} |`,
     `| logs -f MiB/s per round | ${list(r.berth.logsMiBps)} | ${list(r.upstream.logsMiBps)} | ${diff(d.logsMiBps)} |`,
