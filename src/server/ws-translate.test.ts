@@ -219,6 +219,24 @@ function converse(
   });
 }
 
+/** A v5 exec with nothing sent, ended within 5 s or rejected with `failure`. */
+function conversedWithin(
+  port: number,
+  failure: string,
+): Promise<{ messages: Buffer[]; code: number }> {
+  return Promise.race([
+    converse(port, 'v5.channel.k8s.io', () => undefined),
+    new Promise<never>((_, reject) =>
+      setTimeout(() => {
+        reject(new Error(failure));
+      }, 5000).unref(),
+    ),
+  ]);
+}
+
+/** Output only, as `kubectl exec pod -- cmd` asks. */
+const OUTPUT_ONLY: StreamFlags = { stdin: false, stdout: true, stderr: true, tty: false };
+
 describe('WebSocket streams translated by berth', () => {
   const streams = { stdin: true, stdout: true, stderr: true, tty: false };
   let runtime: ReturnType<typeof fakeRuntime>;
@@ -259,12 +277,7 @@ describe('WebSocket streams translated by berth', () => {
 
   it('streams the runtime ends are not ended back, so its close cannot cut the status off', async () => {
     const ending = endingRuntime(100);
-    const kubelet = await kubeletSide(await listen(ending.server), 'channels', {
-      stdin: false,
-      stdout: true,
-      stderr: true,
-      tty: false,
-    });
+    const kubelet = await kubeletSide(await listen(ending.server), 'channels', OUTPUT_ONLY);
     try {
       const { messages, code } = await converse(kubelet.port, 'v5.channel.k8s.io', () => undefined);
       assert.equal(code, 1000);
@@ -288,22 +301,13 @@ describe('WebSocket streams translated by berth', () => {
     const status = '{"metadata":{},"status":"Failure","reason":"NonZeroExitCode"}';
     for (const parts of [[status], [status.slice(0, 20), `${status.slice(20)}\n`]]) {
       const silent = statusOnlyRuntime(parts, 50);
-      const kubelet = await kubeletSide(await listen(silent.server), 'channels', {
-        stdin: false,
-        stdout: true,
-        stderr: true,
-        tty: false,
-      });
+      const kubelet = await kubeletSide(await listen(silent.server), 'channels', OUTPUT_ONLY);
       try {
         // The runtime never ends anything: without the status check this waits forever.
-        const { messages, code } = await Promise.race([
-          converse(kubelet.port, 'v5.channel.k8s.io', () => undefined),
-          new Promise<never>((_, reject) =>
-            setTimeout(() => {
-              reject(new Error('the exec did not end after its status'));
-            }, 5000).unref(),
-          ),
-        ]);
+        const { messages, code } = await conversedWithin(
+          kubelet.port,
+          'the exec did not end after its status',
+        );
         assert.equal(code, 1000);
         // A status in two writes is not cut after the first: both parts reach the client.
         assert.deepEqual(
@@ -340,21 +344,12 @@ describe('WebSocket streams translated by berth', () => {
       });
       socket.on('error', () => undefined);
     });
-    const kubelet = await kubeletSide(await listen(patient), 'channels', {
-      stdin: false,
-      stdout: true,
-      stderr: true,
-      tty: false,
-    });
+    const kubelet = await kubeletSide(await listen(patient), 'channels', OUTPUT_ONLY);
     try {
-      const { messages, code } = await Promise.race([
-        converse(kubelet.port, 'v5.channel.k8s.io', () => undefined),
-        new Promise<never>((_, reject) =>
-          setTimeout(() => {
-            reject(new Error('the runtime never had the streams before its answer'));
-          }, 5000).unref(),
-        ),
-      ]);
+      const { messages, code } = await conversedWithin(
+        kubelet.port,
+        'the runtime never had the streams before its answer',
+      );
       assert.equal(code, 1000);
       assert.deepEqual(synTypes, ['error', 'stdout', 'stderr']);
       assert.deepEqual(
