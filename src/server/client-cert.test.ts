@@ -128,6 +128,37 @@ describe('client certificates', () => {
     assert.deepEqual(users, []);
   });
 
+  test('a returning client is not resumed: its certificate is checked on every connection', async () => {
+    const pair = clientPair(ca, 'f');
+    const handshake = (session?: Buffer): Promise<{ reused: boolean; tickets: Buffer[] }> =>
+      new Promise((resolve, reject) => {
+        const tickets: Buffer[] = [];
+        const socket = connect({
+          host: '127.0.0.1',
+          port: server.port,
+          ...pair,
+          rejectUnauthorized: false,
+          ALPNProtocols: ['http/1.1'],
+          ...(session !== undefined && { session }),
+        });
+        socket.on('session', (ticket: Buffer) => tickets.push(ticket));
+        socket.once('error', reject);
+        socket.once('secureConnect', () => {
+          const reused = socket.isSessionReused();
+          // TLS 1.3 tickets come after the handshake: a request and its answer follow them.
+          socket.end('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+          socket.resume();
+          socket.once('close', () => {
+            resolve({ reused, tickets });
+          });
+        });
+      });
+    const first = await handshake();
+    const ticket = first.tickets.at(-1);
+    assert.ok(ticket !== undefined, 'the server sent no ticket at all');
+    assert.equal((await handshake(ticket)).reused, false);
+  });
+
   test('renegotiation is refused, so a connection cannot change its certificate', async () => {
     const socket: TLSSocket = connect({
       host: '127.0.0.1',

@@ -3,6 +3,7 @@
  * listener and the kubelet_http_* request accounting (labelled by server_type, as
  * upstream labels the read-write :10250 and the read-only port apart).
  */
+import { constants } from 'node:crypto';
 import type { IncomingMessage, OutgoingHttpHeaders, Server } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { Server as NetServer, Socket } from 'node:net';
@@ -10,7 +11,18 @@ import type { Duplex, Writable } from 'node:stream';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { createServer as createHttpServer } from '../util/node-http.ts';
 
-/** The CIS-approved TLS 1.2 suites; TLS 1.3 suites are all strong and left as Node's. */
+/**
+ * The CIS-approved TLS 1.2 suites; TLS 1.3 suites are all strong and left as Node's.
+ *
+ * No stateless session tickets: by default OpenSSL ends every TLS 1.3 handshake with two
+ * tickets, each the whole session (the client's certificate in it) serialized and
+ * encrypted, about 1.2 KiB apiece, written before the connection's first request is
+ * read. The kubelet's clients never come back with one: the API server dials afresh for
+ * every exec, attach and port-forward with a Go client that keeps no session cache. A
+ * Node server with this option costs 0.07 ms less CPU per connection (600 handshakes,
+ * ad hoc); its TLS 1.3 tickets are bare session IDs that no cache holds, so no session
+ * is resumed, and every connection's certificate is checked afresh.
+ */
 export const TLS_SETTINGS = {
   minVersion: 'TLSv1.2',
   ciphers: [
@@ -22,6 +34,7 @@ export const TLS_SETTINGS = {
     'ECDHE-RSA-CHACHA20-POLY1305',
   ].join(':'),
   honorCipherOrder: true,
+  secureOptions: constants.SSL_OP_NO_TICKET,
 } as const;
 
 export const STREAM_ROUTES: ReadonlySet<string> = new Set(['exec', 'attach', 'portForward']);
