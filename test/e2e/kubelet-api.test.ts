@@ -209,6 +209,42 @@ describe('kubelet API on containerd2', () => {
     assert.equal(await readFile(join(dir, 'out.txt'), 'utf8'), 'copied through exec\n');
   });
 
+  test('the API server multiplexes kubectl logs -f streams over one HTTP/2 connection', async () => {
+    // The API server's connections to berth's port, seen from its side of them.
+    const connections = async (): Promise<number> => {
+      const filter = ['(', 'dport', '=', `:${String(port)}`, ')'];
+      const { stdout } = await run('ss', ['-Htnp', 'state', 'established', ...filter]);
+      return stdout.split('\n').filter((l) => l.includes('"kube-apiserver"')).length;
+    };
+    // One request first, so the followers find the connection rather than dial together.
+    await kubectl(['logs', '--tail', '1', 'logs']);
+    const followers = [1, 2, 3].map(() =>
+      spawn(
+        cluster.bin.kubectl,
+        ['--kubeconfig', cluster.adminKubeconfig, 'logs', '-f', '--tail', '1', 'logs'],
+        { stdio: ['ignore', 'pipe', 'ignore'] },
+      ),
+    );
+    const printed = new Set<number>();
+    followers.forEach((c, i) => c.stdout.once('data', () => printed.add(i)));
+    try {
+      // Each has its line: three follows open at once. Over HTTP/1.1 each would hold a
+      // connection of its own (and a cancelled one closes it); over HTTP/2 they are
+      // streams of one. Connections of earlier tests' streams may take a moment to go.
+      await eventually('three follows printing', () =>
+        Promise.resolve(printed.size === followers.length ? true : undefined),
+      );
+      await eventually(
+        'one connection',
+        async () => ((await connections()) === 1 ? true : undefined),
+        10_000,
+      );
+      assert.ok(followers.every((c) => c.exitCode === null));
+    } finally {
+      for (const c of followers) c.kill('SIGTERM');
+    }
+  });
+
   test('kubectl port-forward then an HTTP GET through it', async () => {
     const local = await freePort();
     const child = spawn(
