@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Pod, PodStatus } from 'kubernetes-types/core/v1.js';
 import { FakeKubeClient } from '../kube/fake-client.ts';
-import { inNamespace, PODS } from '../kube/types.ts';
+import { inNamespace, KubeApiError, PODS } from '../kube/types.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { StatusManager, statusPatch } from './manager.ts';
@@ -93,6 +93,32 @@ describe('StatusManager', () => {
     await manager.drain();
     assert.equal((await client.get<Pod>(pods, 'p')).status?.phase, undefined);
     assert.equal(manager.get(pod.metadata?.uid ?? ''), undefined);
+  });
+
+  test('a failed write waits for the batch sync rather than retrying at once', async () => {
+    const client = new FakeKubeClient();
+    const pod = await client.create<Pod>(pods, {
+      metadata: { name: 'p', namespace: 'ns' },
+      spec: { containers: [{ name: 'main', image: 'busybox:1' }] },
+    });
+    const clock = new FakeClock();
+    const manager = new StatusManager({ client, clock, logger: new MemoryLogger() });
+    const patches = (): number => client.calls.filter((c) => c.verb === 'patch').length;
+    client.failNext({
+      verb: 'patch',
+      times: 1000,
+      error: new KubeApiError(500, 'InternalError', 'etcdserver: request timed out'),
+    });
+    manager.set(pod, ours('True', '10.88.0.5'));
+    await manager.drain();
+    assert.equal(patches(), 1);
+    const stop = new AbortController();
+    const running = manager.run(stop.signal);
+    await clock.advance(10_000);
+    await manager.drain();
+    assert.equal(patches(), 2);
+    stop.abort();
+    await running;
   });
 
   test('statusPatch sends only the kubelet conditions and replace directives for IP lists', () => {

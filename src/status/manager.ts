@@ -94,16 +94,22 @@ export class StatusManager {
     const entry = this.#entries.get(uid);
     if (entry === undefined || entry.writing || fingerprint(entry.status) === entry.sent) return;
     entry.writing = true;
-    const p = this.#write(uid, entry).finally(() => {
+    const writing = entry.status;
+    const p = this.#write(uid, entry).then((written) => {
       entry.writing = false;
       this.#inflight.delete(p);
-      // A newer status may have arrived while writing.
-      if (this.#entries.get(uid) === entry) this.#flush(uid);
+      // A newer status may have arrived while writing. A failed write is not retried
+      // at once but by the batch sync (run), as upstream's syncBatch does: against an
+      // API server that keeps failing, an immediate retry was a loop with no pause
+      // (with the fake client, one that starved the event loop).
+      const newer = entry.status !== writing;
+      if (this.#entries.get(uid) === entry && (written || newer)) this.#flush(uid);
     });
     this.#inflight.add(p);
   }
 
-  async #write(uid: string, entry: Entry): Promise<void> {
+  /** Patches the status; false when it was not written (it is retried by the batch sync). */
+  async #write(uid: string, entry: Entry): Promise<boolean> {
     const status = entry.status;
     const meta = entry.pod.metadata ?? {};
     const log = this.#o.logger.child({
@@ -121,14 +127,16 @@ export class StatusManager {
       entry.sent = fingerprint(status);
       entry.pod = updated;
       log.debug('Status for pod updated successfully', { phase: status.phase });
+      return true;
     } catch (err) {
       if (isNotFound(err) || isConflict(err)) {
         // The pod is gone, or the name now belongs to another UID: nothing to write.
         log.debug('Pod no longer exists, dropping its status', { error: String(err) });
         this.#entries.delete(uid);
-        return;
+        return false;
       }
       log.warn('Failed to update status for pod', { error: String(err) });
+      return false;
     }
   }
 
