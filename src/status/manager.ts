@@ -94,7 +94,7 @@ export class StatusManager {
     const entry = this.#entries.get(uid);
     if (entry === undefined || entry.writing || fingerprint(entry.status) === entry.sent) return;
     entry.writing = true;
-    const writing = entry.status;
+    const attempted = entry.status;
     const p = this.#write(uid, entry).then((written) => {
       entry.writing = false;
       this.#inflight.delete(p);
@@ -102,7 +102,7 @@ export class StatusManager {
       // at once but by the batch sync (run), as upstream's syncBatch does: against an
       // API server that keeps failing, an immediate retry was a loop with no pause
       // (with the fake client, one that starved the event loop).
-      const newer = entry.status !== writing;
+      const newer = entry.status !== attempted;
       if (this.#entries.get(uid) === entry && (written || newer)) this.#flush(uid);
     });
     this.#inflight.add(p);
