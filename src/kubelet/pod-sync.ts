@@ -119,9 +119,12 @@ export class PodSync implements PodSyncer {
     const prober = this.#o.prober;
     // Every runtime read ends here, so this is where probe workers follow the containers.
     if (prober !== undefined && extra.terminating !== true) prober.syncPod(pod, runtime);
+    const previous = this.#o.status.get(uid) ?? pod.status;
     const status = generatePodStatus({
       pod,
       runtime,
+      ...(previous !== undefined && { previous }),
+      ...(extra.terminating === true && { terminal: true }),
       waiting: this.#waiting.get(uid) ?? new Map(),
       runtimeName: this.#o.runtimeName(),
       hostIPs: this.#o.hostIPs,
@@ -167,10 +170,9 @@ export class PodSync implements PodSyncer {
       volumes = await this.#o.volumes.setUpPod(pod, signal);
     } catch (err) {
       if (signal.aborted || !(err instanceof VolumeError)) throw err;
-      // Upstream keeps the pod ContainerCreating and retries; the event says why.
+      // Upstream keeps the containers in their default waiting state (ContainerCreating,
+      // PodInitializing with init containers) and retries; the event says why.
       recorder.event(podRef(pod), 'Warning', 'FailedMount', err.message);
-      for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])])
-        waiting.set(c.name, { reason: 'ContainerCreating', message: '' });
       this.#report(pod, await this.#runtimeStatus(pod, signal));
       return { requeueAfterMs: 5000 };
     }

@@ -12,12 +12,19 @@ import type {
   PodStatus,
 } from 'kubernetes-types/core/v1.js';
 import { qosClassOf } from '../kuberuntime/qos.ts';
-import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import { isSidecar } from '../kuberuntime/restart-policy.ts';
+import type { RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import {
+  apiTime,
+  containerStatus,
+  terminateStatuses,
+  type ContainerStatusContext,
+  type WaitingReason,
+} from './container-status.ts';
+import { podPhase, type Phase } from './phase.ts';
 
-export interface WaitingReason {
-  readonly reason: string;
-  readonly message: string;
-}
+export type { WaitingReason } from './container-status.ts';
+export { apiTime } from './container-status.ts';
 
 export interface StatusInput {
   readonly pod: Pod;
@@ -28,6 +35,16 @@ export interface StatusInput {
   readonly runtimeName: string;
   readonly hostIPs: readonly string[];
   readonly now: Date;
+  /**
+   * The status this one replaces: the status manager's newest (it may not have reached
+   * the API yet), else the pod's own.
+   */
+  readonly previous?: PodStatus;
+  /**
+   * The pod is being stopped for good (deleted, or it reached a terminal phase): its
+   * phase becomes Succeeded or Failed once nothing runs, whatever its restart policy.
+   */
+  readonly terminal?: boolean;
   /** Set when the pod cannot run at all (admission, sandbox failure that is final). */
   readonly podFailure?: { readonly reason: string; readonly message: string };
   readonly readiness?: (containerName: string) => boolean | undefined;
@@ -42,144 +59,6 @@ export const KUBELET_CONDITIONS = new Set([
   'ContainersReady',
   'Ready',
 ]);
-
-export function apiTime(d: Date | number): string {
-  return new Date(d).toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
-
-/** Containers of `name`, newest attempt first. */
-function attempts(runtime: RuntimePodStatus, name: string): RuntimeContainer[] {
-  return runtime.containers
-    .filter((c) => c.name === name)
-    .sort((a, b) => b.attempt - a.attempt || b.createdAt - a.createdAt);
-}
-
-function terminatedState(
-  c: RuntimeContainer,
-  runtimeName: string,
-): NonNullable<ContainerStatus['state']> {
-  const exitCode = c.exitCode ?? 0;
-  return {
-    terminated: {
-      exitCode,
-      reason:
-        c.reason !== undefined && c.reason !== ''
-          ? c.reason
-          : exitCode === 0
-            ? 'Completed'
-            : 'Error',
-      ...(c.message !== undefined && c.message !== '' && { message: c.message }),
-      ...(c.startedAt !== undefined && { startedAt: apiTime(c.startedAt) }),
-      ...(c.finishedAt !== undefined && { finishedAt: apiTime(c.finishedAt) }),
-      containerID: `${runtimeName}://${c.id}`,
-    },
-  };
-}
-
-function containerStatus(spec: Container, input: StatusInput): ContainerStatus {
-  const [current, previous] = attempts(input.runtime, spec.name);
-  const waiting = input.waiting.get(spec.name);
-  const base = {
-    name: spec.name,
-    image: spec.image ?? '',
-    imageID: '',
-    restartCount: 0,
-    ready: false,
-    started: false,
-  };
-  if (current === undefined) {
-    return {
-      ...base,
-      state: {
-        waiting: {
-          reason: waiting?.reason ?? 'ContainerCreating',
-          ...(waiting !== undefined && { message: waiting.message }),
-        },
-      },
-    };
-  }
-  const status: ContainerStatus = {
-    ...base,
-    imageID: current.imageRef,
-    containerID: `${input.runtimeName}://${current.id}`,
-    restartCount: current.attempt,
-  };
-  if (current.state === 'running') {
-    const ready = input.readiness?.(spec.name) ?? true;
-    return {
-      ...status,
-      ready,
-      started: input.started?.(spec.name) ?? true,
-      state: { running: { startedAt: apiTime(current.startedAt ?? current.createdAt) } },
-      ...(previous !== undefined &&
-        previous.state === 'exited' && { lastState: terminatedState(previous, input.runtimeName) }),
-    };
-  }
-  // Only a restart being held back overrides an exit; other reasons (a failed start)
-  // are already in the runtime's terminated state.
-  if (current.state === 'exited' && waiting?.reason === 'CrashLoopBackOff') {
-    // Waiting to be restarted (CrashLoopBackOff): the exit just seen becomes lastState.
-    return {
-      ...status,
-      state: { waiting: { reason: waiting.reason, message: waiting.message } },
-      lastState: terminatedState(current, input.runtimeName),
-    };
-  }
-  if (current.state === 'exited') {
-    return {
-      ...status,
-      state: terminatedState(current, input.runtimeName),
-      ...(previous !== undefined &&
-        previous.state === 'exited' && { lastState: terminatedState(previous, input.runtimeName) }),
-    };
-  }
-  return {
-    ...status,
-    state: {
-      waiting: {
-        reason: waiting?.reason ?? 'ContainerCreating',
-        ...(waiting !== undefined && { message: waiting.message }),
-      },
-    },
-  };
-}
-
-type Phase = NonNullable<PodStatus['phase']>;
-
-/** Upstream's getPhase over the main containers, given init containers are done. */
-export function podPhase(
-  pod: Pod,
-  statuses: readonly ContainerStatus[],
-  initDone: boolean,
-  initFailed: boolean,
-): Phase {
-  const policy = pod.spec?.restartPolicy ?? 'Always';
-  if (initFailed && policy === 'Never') return 'Failed';
-  if (!initDone) return 'Pending';
-  let running = 0;
-  let waiting = 0;
-  let stopped = 0;
-  let succeeded = 0;
-  for (const s of statuses) {
-    if (s.state?.running !== undefined) running++;
-    else if (s.state?.terminated !== undefined) {
-      stopped++;
-      if (s.state.terminated.exitCode === 0) succeeded++;
-    } else if (s.lastState?.terminated !== undefined) {
-      stopped++;
-      if (s.lastState.terminated.exitCode === 0) succeeded++;
-    } else waiting++;
-  }
-  if (waiting > 0) return 'Pending';
-  if (running > 0) return 'Running';
-  if (stopped > 0) {
-    if (policy === 'Always') return 'Running';
-    if (stopped === succeeded) return 'Succeeded';
-    if (policy === 'OnFailure') return 'Running';
-    return 'Failed';
-  }
-  return 'Pending';
-}
 
 function condition(
   type: string,
@@ -238,43 +117,94 @@ function podIPs(ips: readonly string[], previous: PodStatus): Pick<PodStatus, 'p
   return {};
 }
 
+/** Whether a regular container ever ran in this pod (upstream's HasAnyActiveRegularContainerStarted). */
+function regularContainerRan(pod: Pod, runtime: RuntimePodStatus): boolean {
+  const names = new Set((pod.spec?.containers ?? []).map((c) => c.name));
+  return runtime.containers.some((c) => names.has(c.name));
+}
+
+/** Upstream's order: app container statuses sorted by name, init ones in spec order. */
+function byName(a: ContainerStatus, b: ContainerStatus): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
 export function generatePodStatus(input: StatusInput): PodStatus {
   const { pod, runtime } = input;
-  const previous = pod.status ?? {};
+  const previous = input.previous ?? pod.status ?? {};
   const prevConditions = previous.conditions ?? [];
   const now = apiTime(input.now);
   const initSpecs = pod.spec?.initContainers ?? [];
-  const initStatuses = initSpecs.map((c) => containerStatus(c, input));
-  const statuses = (pod.spec?.containers ?? []).map((c) => containerStatus(c, input));
+  const ctx: ContainerStatusContext = {
+    runtime,
+    waiting: input.waiting,
+    runtimeName: input.runtimeName,
+    defaultWaiting: initSpecs.length > 0 ? 'PodInitializing' : 'ContainerCreating',
+    previous,
+    deleting: pod.metadata?.deletionTimestamp != null,
+    ...(input.readiness !== undefined && { readiness: input.readiness }),
+    ...(input.started !== undefined && { started: input.started }),
+  };
+  let initStatuses = initSpecs.map((c) =>
+    containerStatus(c, isSidecar(c) ? 'sidecar' : 'init', ctx),
+  );
+  let statuses = (pod.spec?.containers ?? []).map((c) => containerStatus(c, 'app', ctx));
   // Ephemeral containers (kubectl debug) are reported apart and never counted for phase or readiness.
   const ephemeralStatuses = ((pod.spec?.ephemeralContainers ?? []) as Container[]).map((c) =>
-    containerStatus(c, input),
+    containerStatus(c, 'app', ctx),
   );
-  const initFailed = initStatuses.some(
-    (s) =>
-      (s.state?.terminated?.exitCode ?? 0) !== 0 &&
-      (pod.spec?.restartPolicy ?? 'Always') === 'Never',
-  );
-  const initDone = initStatuses.every(
-    (s, i) =>
-      s.state?.terminated?.exitCode === 0 ||
-      (initSpecs[i]?.restartPolicy === 'Always' && s.state?.running !== undefined),
-  );
+  const initialized = regularContainerRan(pod, runtime);
+  const terminalRequested = input.terminal === true;
   let phase: Phase =
-    input.podFailure !== undefined ? 'Failed' : podPhase(pod, statuses, initDone, initFailed);
+    input.podFailure !== undefined
+      ? 'Failed'
+      : podPhase({
+          pod,
+          init: initStatuses,
+          app: statuses,
+          terminal: terminalRequested,
+          initialized,
+        });
   // A terminal phase never changes back.
   if (previous.phase === 'Succeeded' || previous.phase === 'Failed') phase = previous.phase;
+  else if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed')
+    phase = pod.status.phase;
+  if (terminalRequested) {
+    // Upstream's TerminatePod: nothing of a stopped pod is left waiting or running, and
+    // it is never left Pending or Running.
+    const done = terminateStatuses(initStatuses, statuses, initialized || hasRun(previous));
+    initStatuses = done.init;
+    statuses = done.app;
+    if (phase !== 'Succeeded' && phase !== 'Failed') phase = 'Failed';
+  }
   const terminal = phase === 'Succeeded' || phase === 'Failed';
   const sandbox = runtime.sandboxes[0];
-  const notReady = statuses.filter((s) => !s.ready).map((s) => s.name);
+  const sidecars = new Set(initSpecs.filter(isSidecar).map((c) => c.name));
+  const notReady = [...initStatuses.filter((s) => sidecars.has(s.name)), ...statuses]
+    .filter((s) => !s.ready)
+    .map((s) => s.name);
   const containersReady = notReady.length === 0 && !terminal;
   const reason = terminal ? 'PodCompleted' : containersReady ? undefined : 'ContainersNotReady';
   const message =
     terminal || containersReady
       ? undefined
       : `containers with unready status: [${notReady.join(' ')}]`;
+  const initDone =
+    initialized ||
+    initStatuses.every(
+      (s, i) =>
+        s.state?.terminated?.exitCode === 0 ||
+        (initSpecs[i] !== undefined &&
+          isSidecar(initSpecs[i]) &&
+          s.state?.running !== undefined &&
+          s.started === true),
+    );
   const notInit = initStatuses
-    .filter((s) => s.state?.terminated?.exitCode !== 0 && s.state?.running === undefined)
+    .filter((s, i) => {
+      const spec = initSpecs[i];
+      if (spec !== undefined && isSidecar(spec))
+        return s.state?.running === undefined || s.started !== true;
+      return s.state?.terminated?.exitCode !== 0;
+    })
     .map((s) => s.name);
   const conditions: PodCondition[] = [
     condition('PodReadyToStartContainers', sandbox?.state === 'ready', now, prevConditions),
@@ -313,8 +243,15 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     ...podIPs(ips, previous),
     startTime: previous.startTime ?? now,
     ...(initSpecs.length > 0 && { initContainerStatuses: initStatuses }),
-    containerStatuses: statuses,
+    containerStatuses: [...statuses].sort(byName),
     ...(ephemeralStatuses.length > 0 && { ephemeralContainerStatuses: ephemeralStatuses }),
     qosClass: previous.qosClass ?? qosClassOf(pod),
   };
+}
+
+/** Upstream's hasPodInitialized, from the status alone: an app container left waiting. */
+function hasRun(status: PodStatus): boolean {
+  return (status.containerStatuses ?? []).some(
+    (s) => s.lastState?.terminated !== undefined || s.state?.waiting === undefined,
+  );
 }
