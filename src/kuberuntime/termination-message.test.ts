@@ -13,11 +13,13 @@ function status(o: {
   hostFile?: string;
   policy?: string;
   exitCode?: number;
+  reason?: string;
   logPath?: string;
 }): cri.ContainerStatus {
   return cri.ContainerStatus.fromPartial({
     id: 'c1',
     exitCode: o.exitCode ?? 1,
+    reason: o.reason ?? 'Error',
     logPath: o.logPath ?? '',
     annotations: {
       'io.kubernetes.container.terminationMessagePath': '/dev/termination-log',
@@ -79,5 +81,41 @@ test('logTail keeps at most the byte limit and joins partial lines', async () =>
   );
   const tail = await logTail(log, 80, 2048);
   assert.equal(tail.length, 2048);
-  assert.equal(await logTail(log, 2, 100_000).then((t) => t.startsWith('abcdef\n')), true);
+  // 80 counts records, as upstream's tail does: the last two start with the F fragment.
+  assert.equal(await logTail(log, 3, 100_000).then((t) => t.startsWith('abcdef\n')), true);
+  assert.equal(await logTail(log, 2, 100_000).then((t) => t.startsWith('def\n')), true);
+});
+
+test('a message file over 4 KiB keeps its end, as upstream reads it', async () => {
+  const f = join(dir, 'long-msg');
+  await writeFile(f, `${'x'.repeat(10_000)}the end`);
+  const msg = await terminationMessage(status({ hostFile: f }));
+  assert.equal(msg.length, 4096);
+  assert.ok(msg.endsWith('xthe end'));
+});
+
+test('FallbackToLogsOnError: output without a final newline (echo -n DONE) is the message', async () => {
+  const f = join(dir, 'empty-echo');
+  await writeFile(f, '');
+  const log = join(dir, 'log-echo-n');
+  await writeFile(log, '2026-12-02T10:00:00.000000000Z stdout P DONE\n');
+  const s = status({ hostFile: f, policy: 'FallbackToLogsOnError', logPath: log });
+  assert.equal(await terminationMessage(s), 'DONE');
+  // Fragments join; the last one, with no record after it, gets no newline.
+  await writeFile(
+    log,
+    '2026-12-02T10:00:00Z stdout F first\n2026-12-02T10:00:01Z stdout P DO\n' +
+      '2026-12-02T10:00:02Z stderr P NE\n',
+  );
+  assert.equal(await terminationMessage(s), 'first\nDONE');
+  assert.equal(await logTail(log, 2, 2048), 'DONE');
+  assert.equal(await logTail(log, 1, 2048), 'NE');
+});
+
+test('FallbackToLogsOnError: not for a container that could not even start', async () => {
+  const log = join(dir, 'log-cannot-run');
+  await writeFile(log, '2026-12-02T10:00:00.000000000Z stderr F exec failed\n');
+  const base = { policy: 'FallbackToLogsOnError', logPath: log };
+  assert.equal(await terminationMessage(status(base)), 'exec failed\n');
+  assert.equal(await terminationMessage(status({ ...base, reason: 'ContainerCannotRun' })), '');
 });

@@ -1,8 +1,10 @@
 /**
- * A stopped container's termination message, as upstream reads it: the file berth
- * mounted at terminationMessagePath (found again through the container's mounts in
- * ContainerStatus), at most 4 KiB; with FallbackToLogsOnError and a failed, silent
- * container, the tail of its log (80 lines, 2 KiB) instead.
+ * A stopped container's termination message, as upstream reads it: the end of the file
+ * berth mounted at terminationMessagePath (found again through the container's mounts
+ * in ContainerStatus), at most 4 KiB; with FallbackToLogsOnError and a failed, silent
+ * container, the end of its log instead: the last 80 records rendered as `kubectl logs`
+ * renders them (a partial record, such as the output of `echo -n`, without a newline
+ * added), at most their last 2 KiB.
  *
  * The host file is opened with O_NOFOLLOW and read only up to the limit, so a container
  * cannot make berth read a host file or an unbounded amount of data.
@@ -10,35 +12,42 @@
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import type { cri } from '../cri/index.ts';
-import { CriLogParser, lineContent } from '../server/logs.ts';
+import { CriLogParser, type LogRecord, renderContent } from '../logs/cri-format.ts';
 import { parseContainerAnnotations } from './labels.ts';
 
 /** Upstream's MaxContainerTerminationMessageLength. */
 export const MAX_TERMINATION_MESSAGE_BYTES = 4096;
-/** Upstream's fallback limits: the last 80 log lines, at most 2048 bytes. */
+/** Upstream's fallback limits: the last 80 log records, at most 2048 bytes. */
 export const FALLBACK_LOG_LINES = 80;
 export const FALLBACK_LOG_BYTES = 2048;
 
-async function readHead(path: string, max: number): Promise<Buffer> {
+/** The last `max` bytes of the file, as upstream's tail.ReadAtMost. */
+async function readTail(path: string, max: number): Promise<Buffer> {
   const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
-    if (!(await fh.stat()).isFile()) return Buffer.alloc(0);
-    const buf = Buffer.alloc(max);
-    const { bytesRead } = await fh.read(buf, 0, max, 0);
+    const st = await fh.stat();
+    if (!st.isFile()) return Buffer.alloc(0);
+    const length = Math.min(st.size, max);
+    const buf = Buffer.alloc(length);
+    const { bytesRead } = await fh.read(buf, 0, length, st.size - length);
     return buf.subarray(0, bytesRead);
   } finally {
     await fh.close();
   }
 }
 
-/** The content of the last `lines` log lines, trimmed to the last `bytes` bytes. */
-export async function logTail(path: string, lines: number, bytes: number): Promise<string> {
+/**
+ * The last `records` log records rendered without timestamps, trimmed to their last
+ * `bytes` bytes (upstream's ReadLogs with TailLines into a ring buffer).
+ */
+export async function logTail(path: string, records: number, bytes: number): Promise<string> {
   const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   try {
     const st = await fh.stat();
     if (!st.isFile()) return '';
-    // CRI lines carry ~40 bytes of timestamp and tags; read enough of the end for both limits.
-    const window = Math.min(st.size, bytes * 4 + lines * 64);
+    // A record carries ~40 bytes of timestamp and tags besides its content: this much of
+    // the end holds the last `records` records, or more than `bytes` of their content.
+    const window = Math.min(st.size, bytes * 4 + records * 64);
     const buf = Buffer.alloc(window);
     const { bytesRead } = await fh.read(buf, 0, window, st.size - window);
     let data = buf.subarray(0, bytesRead);
@@ -47,9 +56,14 @@ export async function logTail(path: string, lines: number, bytes: number): Promi
       const nl = data.indexOf(0x0a);
       data = nl < 0 ? Buffer.alloc(0) : data.subarray(nl + 1);
     }
-    const parsed = new CriLogParser().push(data);
-    const newline = Buffer.from('\n');
-    const text = Buffer.concat(parsed.slice(-lines).flatMap((l) => [lineContent(l), newline]));
+    const parser = new CriLogParser();
+    const complete = parser.push(data);
+    const tail: LogRecord[] = complete.slice(-records);
+    // A last record without its newline counts only when fewer records precede it:
+    // upstream stops after `records` whole ones.
+    const last = parser.incomplete();
+    if (last !== undefined && complete.length < records) tail.push(last);
+    const text = renderContent(tail);
     return text.subarray(Math.max(0, text.length - bytes)).toString('utf8');
   } finally {
     await fh.close();
@@ -64,7 +78,7 @@ export async function terminationMessage(status: cri.ContainerStatus): Promise<s
   const mount = path === '' ? undefined : status.mounts.find((m) => m.containerPath === path);
   if (mount !== undefined && mount.hostPath !== '') {
     try {
-      message = (await readHead(mount.hostPath, MAX_TERMINATION_MESSAGE_BYTES)).toString('utf8');
+      message = (await readTail(mount.hostPath, MAX_TERMINATION_MESSAGE_BYTES)).toString('utf8');
     } catch {
       // Missing or replaced by something that is not a regular file: no message.
       message = '';
@@ -74,6 +88,8 @@ export async function terminationMessage(status: cri.ContainerStatus): Promise<s
     message === '' &&
     annotations.terminationMessagePolicy === 'FallbackToLogsOnError' &&
     status.exitCode !== 0 &&
+    // A container that could not even start has no log to fall back to.
+    status.reason !== 'ContainerCannotRun' &&
     status.logPath !== ''
   ) {
     try {

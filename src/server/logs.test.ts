@@ -81,7 +81,9 @@ describe('container logs across rotation', () => {
 
   test('tail, since and limit apply across the files', async () => {
     const log = await rotatedLog('opts-');
-    assert.equal(await read(log, { tailLines: 12 }), expected(18, 30));
+    // --tail counts records: the last 12 are 19's two fragments (one per file) and 20-29.
+    assert.equal(await read(log, { tailLines: 12 }), expected(19, 30));
+    assert.equal(await read(log, { tailLines: 11 }), 'ne19\n' + expected(20, 30));
     assert.equal(await read(log, { tailLines: 0 }), '');
     assert.equal(await read(log, { tailLines: 100 }), expected(0, 30));
     assert.equal(
@@ -124,7 +126,12 @@ describe('container logs across rotation', () => {
       await read(log, { timestamps: true, limitBytes: 200_003 }),
       stamped.slice(0, 200_003),
     );
-    assert.equal(await read(log, { tailLines: 2501 }), want.split('\n').slice(2499).join('\n'));
+    // --tail counts records: 2501 back from the end starts at 2500's second fragment.
+    assert.equal(
+      await read(log, { tailLines: 2501 }),
+      `bc${body}\n` + want.split('\n').slice(2501).join('\n'),
+    );
+    assert.equal(await read(log, { tailLines: 2502 }), want.split('\n').slice(2500).join('\n'));
   });
 
   test('a symlinked rotated file is not read', async () => {
@@ -259,5 +266,118 @@ describe('container logs across rotation', () => {
     events.length = 0;
     await follow('lines.log', recs(0, 2));
     assert.deepEqual(events, ['write', 'wait']);
+  });
+});
+
+describe('partial (P) records, as upstream renders them', () => {
+  const at = (s: number): string => `2026-01-01T00:00:0${s}.000000000Z`;
+  async function file(name: string, content: string): Promise<string> {
+    const d = await mkdtemp(join(dir, name));
+    const log = join(d, '0.log');
+    await writeFile(log, content);
+    return log;
+  }
+
+  test('a log ending in a P record (echo -n) shows it, with no newline added', async () => {
+    const log = await file('echo-n-', `${at(1)} stdout P DONE\n`);
+    assert.equal(await read(log, {}), 'DONE');
+    assert.equal(await read(log, { timestamps: true }), `${at(1)} DONE`);
+    assert.equal(await read(log, { tailLines: 1 }), 'DONE');
+    const two = await file('echo-n2-', `${at(1)} stdout F start\n${at(2)} stdout P DONE\n`);
+    assert.equal(await read(two, {}), 'start\nDONE');
+  });
+
+  test('a P record is joined with the records after it; one timestamp per output line', async () => {
+    const log = await file(
+      'joined-',
+      `${at(1)} stdout P abc\n${at(2)} stderr P def\n${at(3)} stdout F ghi\n${at(4)} stdout F jkl\n`,
+    );
+    assert.equal(await read(log, {}), 'abcdefghi\njkl\n');
+    assert.equal(await read(log, { timestamps: true }), `${at(1)} abcdefghi\n${at(4)} jkl\n`);
+    // The first tag decides; an unknown later tag does not make a record partial.
+    const tags = await file('tags-', `${at(1)} stdout P:x ab\n${at(2)} stdout F:P cd\n`);
+    assert.equal(await read(tags, {}), 'abcd\n');
+  });
+
+  test('--tail counts records, --limit-bytes counts no newline after a P record', async () => {
+    const log = await file(
+      'tail-',
+      `${at(1)} stdout F one\n${at(2)} stdout P tw\n${at(3)} stdout F o\n${at(4)} stdout P DONE\n`,
+    );
+    assert.equal(await read(log, { tailLines: 1 }), 'DONE');
+    assert.equal(await read(log, { tailLines: 2 }), 'o\nDONE');
+    assert.equal(await read(log, { tailLines: 3 }), 'two\nDONE');
+    assert.equal(await read(log, { tailLines: 2, timestamps: true }), `${at(3)} o\n${at(4)} DONE`);
+    assert.equal(await read(log, { limitBytes: 6 }), 'one\ntw');
+    assert.equal(await read(log, { limitBytes: 7 }), 'one\ntwo');
+    assert.equal(await read(log, { limitBytes: 100 }), 'one\ntwo\nDONE');
+    assert.equal(await read(log, { limitBytes: 10, tailLines: 1 }), 'DONE');
+  });
+
+  test('--since skips records one by one; a skipped P record still joins the next', async () => {
+    const log = await file('since-', `${at(1)} stdout P abc\n${at(3)} stdout F def\n`);
+    const since = Date.parse('2026-01-01T00:00:02Z');
+    assert.equal(await read(log, { sinceMs: since }), 'def\n');
+    // No timestamp: upstream prefixes only a record that starts an output line.
+    assert.equal(await read(log, { sinceMs: since, timestamps: true }), 'def\n');
+  });
+
+  test('a last line the runtime has not finished is shown, unless --tail stopped before it', async () => {
+    const log = await file('incomplete-', `${at(1)} stdout F one\n${at(2)} stdout F tw`);
+    assert.equal(await read(log, {}), 'one\ntw');
+    assert.equal(await read(log, { tailLines: 1 }), 'one\n');
+    assert.equal(await read(log, { tailLines: 2 }), 'one\ntw');
+  });
+
+  test('timestamps are printed with nine fraction digits, as RFC3339NanoFixed', async () => {
+    const log = await file(
+      'stamps-',
+      '2026-01-01T00:00:01.5Z stdout F a\n2026-01-01T00:00:02Z stdout F b\n' +
+        '2026-01-01T01:00:03.123+01:00 stdout F c\n2026-01-01T00:00:04.000000001Z stdout F d\n',
+    );
+    assert.equal(
+      await read(log, { timestamps: true }),
+      '2026-01-01T00:00:01.500000000Z a\n2026-01-01T00:00:02.000000000Z b\n' +
+        '2026-01-01T01:00:03.123000000+01:00 c\n2026-01-01T00:00:04.000000001Z d\n',
+    );
+  });
+
+  test('follow writes a P record at once and joins what follows it', async () => {
+    const log = await file('follow-p-', `${at(1)} stdout P abc\n`);
+    const clock = new FakeClock(Date.UTC(2026, 0, 1, 12));
+    const files = await ContainerLogFiles.open(log, clock.now());
+    const c = collect();
+    let running = true;
+    let finished = false;
+    const done = streamLogFiles(files, c.out, {
+      follow: true,
+      timestamps: true,
+      clock,
+      signal: new AbortController().signal,
+      isRunning: () => Promise.resolve(running),
+    }).finally(() => {
+      finished = true;
+    });
+    const waitFor = async (text: string): Promise<void> => {
+      for (let i = 0; i < 500 && c.text() !== text && !finished; i++) {
+        await new Promise((r) => setTimeout(r, 2));
+        if (clock.pending > 0) await clock.advance(250);
+      }
+      assert.equal(c.text(), text);
+    };
+    await waitFor(`${at(1)} abc`);
+    // Half a record: following waits for its newline.
+    await appendFile(log, `${at(2)} stdout F de`);
+    await waitFor(`${at(1)} abc`);
+    await appendFile(log, `f\n${at(3)} stdout P DONE\n`);
+    await waitFor(`${at(1)} abcdef\n${at(3)} DONE`);
+    running = false;
+    while (!finished) {
+      await new Promise((r) => setTimeout(r, 2));
+      if (clock.pending > 0) await clock.advance(250);
+    }
+    await done;
+    await files.close();
+    assert.equal(c.text(), `${at(1)} abcdef\n${at(3)} DONE`);
   });
 });

@@ -1,7 +1,6 @@
 /**
  * Container logs as `kubectl logs` shows them, read from the CRI log files the runtime
- * writes: each file line is `<RFC3339Nano> <stdout|stderr> <P|F> <content>`, where P
- * marks a fragment of a longer line that continues in the next file line.
+ * writes (the format and how its records render: src/logs/cri-format.ts).
  *
  * A rotated log (src/logs) is read as one stream: the rotated files oldest first
  * (gunzipped), then the live file. Upstream reads only the live file unless following;
@@ -16,6 +15,7 @@ import { constants, type FileHandle, lstat, open } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
+import { CriLogParser, fixedTimestamp, type LogRecord, recordTimeMs } from '../logs/cri-format.ts';
 import { allLogFiles, COMPRESS_SUFFIX, rotationTimestamp } from '../logs/files.ts';
 import type { Clock } from '../util/clock.ts';
 import { LogWakeup } from './log-wakeup.ts';
@@ -25,120 +25,18 @@ import { BerthError, isAborted } from '../util/errors.ts';
 export interface LogOptions {
   readonly follow: boolean;
   readonly timestamps: boolean;
-  /** Last N lines only. */
+  /** Start at the last N records (file lines; a partial record counts as one). */
   readonly tailLines?: number;
   /** Stop after this many bytes of output. */
   readonly limitBytes?: number;
-  /** Lines older than this (ms since the epoch) are skipped. */
+  /** Records older than this (ms since the epoch) are skipped. */
   readonly sinceMs?: number;
-}
-
-/**
- * A log line rebuilt from its fragments, as offsets into the parser's own copy of the
- * file bytes. No Buffer per line: at 100-byte lines, per-line copies, views and strings
- * were most of the CPU of `kubectl logs -f` (profiled in bench/api.ts).
- */
-export interface LogLine {
-  readonly data: Buffer;
-  /** The RFC3339Nano timestamp of the line's first fragment: data[0..tsEnd). */
-  readonly tsStart: number;
-  readonly tsEnd: number;
-  /** The line without its newline: data[start..end). */
-  readonly start: number;
-  readonly end: number;
-}
-
-export function lineTimestamp(line: LogLine): string {
-  return line.data.toString('latin1', line.tsStart, line.tsEnd);
-}
-
-export function lineContent(line: LogLine): Buffer {
-  return line.data.subarray(line.start, line.end);
 }
 
 /** The log file cannot be opened safely (missing, or a symlink). */
 export class LogFileError extends BerthError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('BERTH_SERVER_LOG_FILE', message, options);
-  }
-}
-
-/** RFC3339Nano to milliseconds; Date.parse does not promise more than 3 fraction digits. */
-function parseTimeMs(ts: string): number {
-  const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$/.exec(ts);
-  if (m === null) return Number.NaN;
-  const frac = (m[2] ?? '.0').slice(0, 4);
-  return Date.parse(`${m[1] ?? ''}${frac}${m[3] ?? 'Z'}`);
-}
-
-/** When the line was written (ms since the epoch); NaN for a malformed timestamp. */
-export function lineTimeMs(line: LogLine): number {
-  return parseTimeMs(lineTimestamp(line));
-}
-
-const SPACE = 0x20;
-const NEWLINE = 0x0a;
-const TAG_PARTIAL = 0x50; // 'P'
-const EMPTY = Buffer.alloc(0);
-
-/** Incremental parser: file bytes in, whole log lines out (partials joined). */
-export class CriLogParser {
-  #rest: Buffer = EMPTY;
-  #partial: Buffer[] = [];
-  #partialTs: Buffer | undefined;
-
-  /** Feeds bytes (the caller may reuse `chunk` afterwards); returns the lines they complete. */
-  push(chunk: Buffer): LogLine[] {
-    // One copy per chunk: the lines returned are views into it.
-    const data = this.#rest.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.#rest, chunk]);
-    const out: LogLine[] = [];
-    let start = 0;
-    for (;;) {
-      const nl = data.indexOf(NEWLINE, start);
-      if (nl < 0) break;
-      const line = this.#parseFileLine(data, start, nl);
-      if (line !== undefined) out.push(line);
-      start = nl + 1;
-    }
-    this.#rest = start === data.length ? EMPTY : data.subarray(start);
-    return out;
-  }
-
-  /** The file line data[from..to) (without its newline). */
-  #parseFileLine(data: Buffer, from: number, to: number): LogLine | undefined {
-    const s1 = data.indexOf(SPACE, from);
-    const s2 = s1 < 0 || s1 >= to ? -1 : data.indexOf(SPACE, s1 + 1);
-    if (s2 < 0 || s2 >= to) return undefined; // not a CRI line: skipped, as upstream does
-    let s3 = data.indexOf(SPACE, s2 + 1);
-    if (s3 >= to) s3 = -1;
-    const tagsEnd = s3 < 0 ? to : s3;
-    // The tags are ':'-separated; nearly always just "F" or "P".
-    const partial =
-      tagsEnd - s2 === 2
-        ? data[s2 + 1] === TAG_PARTIAL
-        : data
-            .toString('latin1', s2 + 1, tagsEnd)
-            .split(':')
-            .includes('P');
-    const start = s3 < 0 ? to : s3 + 1;
-    if (partial) {
-      this.#partialTs ??= data.subarray(from, s1);
-      this.#partial.push(data.subarray(start, to));
-      return undefined;
-    }
-    const first = this.#partialTs;
-    if (first === undefined) return { data, tsStart: from, tsEnd: s1, start, end: to };
-    // A joined line gets a buffer of its own: timestamp, then the fragments' content.
-    const joined = Buffer.concat([first, ...this.#partial, data.subarray(start, to)]);
-    this.#partial = [];
-    this.#partialTs = undefined;
-    return {
-      data: joined,
-      tsStart: 0,
-      tsEnd: first.length,
-      start: first.length,
-      end: joined.length,
-    };
   }
 }
 
@@ -334,6 +232,10 @@ class Ring<T> {
     else this.#items[this.#next] = item;
     this.#next = (this.#next + 1) % this.#n;
   }
+  /** Whether `n` items are held (more may have been pushed). */
+  get full(): boolean {
+    return this.#items.length === this.#n;
+  }
   drain(): T[] {
     const out =
       this.#items.length < this.#n
@@ -345,7 +247,10 @@ class Ring<T> {
   }
 }
 
-/** Writes the lines of one log file to `out` as requested; resolves when done (or aborted). */
+const SPACE = 0x20;
+const NEWLINE = 0x0a;
+
+/** Writes the records of one log file to `out` as requested; resolves when done (or aborted). */
 export async function streamLogs(
   file: FileHandle,
   out: Writable,
@@ -360,7 +265,7 @@ export async function streamLogFiles(
   out: Writable,
   o: StreamLogsOptions,
 ): Promise<void> {
-  // One parser across files: a partial line may continue in the next file.
+  // One parser across files: a partial record may continue in the next file.
   const parser = new CriLogParser();
   let budget = o.limitBytes ?? Number.POSITIVE_INFINITY;
   const done = (): boolean => budget <= 0 || isAborted(o.signal);
@@ -368,46 +273,65 @@ export async function streamLogFiles(
   let live = files.live;
   let offset = 0;
 
-  const readAvailable = async (): Promise<LogLine[]> => {
-    const lines: LogLine[] = [];
+  const readAvailable = async (): Promise<LogRecord[]> => {
+    const records: LogRecord[] = [];
     for (;;) {
       const { bytesRead } = await live.read(buf, 0, buf.length, offset);
-      if (bytesRead === 0) return lines;
+      if (bytesRead === 0) return records;
       offset += bytesRead;
-      lines.push(...parser.push(buf.subarray(0, bytesRead)));
+      records.push(...parser.push(buf.subarray(0, bytesRead)));
     }
   };
-  // Lines are written in batches of about this many bytes: one write per line made a
-  // chunk of the HTTP response (and a TLS record) per line.
+  // Whether the next record written starts an output line, and so gets the timestamp.
+  // Like upstream's, it follows every record read, also those --since skips.
+  let lineStart = true;
+  // Records are written in batches of about this many bytes: one write per record made
+  // a chunk of the HTTP response (and a TLS record) per line.
   const BATCH = 64 * 1024;
-  const write = async (lines: readonly LogLine[]): Promise<void> => {
-    let batch: LogLine[] = [];
+  const write = async (records: readonly LogRecord[]): Promise<void> => {
+    let batch: LogRecord[] = [];
+    // Per record in the batch: its timestamp prefix when it gets one (null: none,
+    // undefined: the stored bytes), as upstream prints it.
+    let stamps: (string | undefined | null)[] = [];
     let size = 0;
     const flush = async (cut: number): Promise<void> => {
       if (batch.length === 0) return;
       const bytes = Buffer.allocUnsafe(size);
       let at = 0;
-      for (const l of batch) {
-        if (o.timestamps) {
-          at += l.data.copy(bytes, at, l.tsStart, l.tsEnd);
+      for (const [i, r] of batch.entries()) {
+        const stamp = stamps[i];
+        if (stamp !== null) {
+          at +=
+            stamp === undefined
+              ? r.data.copy(bytes, at, r.tsStart, r.tsEnd)
+              : bytes.write(stamp, at, 'latin1');
           bytes[at++] = SPACE;
         }
-        at += l.data.copy(bytes, at, l.start, l.end);
-        bytes[at++] = NEWLINE;
+        at += r.data.copy(bytes, at, r.start, r.end);
+        if (r.newline) bytes[at++] = NEWLINE;
       }
       batch = [];
+      stamps = [];
       size = 0;
       if (!out.write(cut > 0 ? bytes.subarray(0, bytes.length - cut) : bytes))
         await once(out, 'drain', { signal: o.signal });
     };
-    for (const line of lines) {
+    for (const r of records) {
       if (done()) break;
-      if (o.sinceMs !== undefined && lineTimeMs(line) < o.sinceMs) continue;
-      const length = (o.timestamps ? line.tsEnd - line.tsStart + 1 : 0) + line.end - line.start + 1;
-      batch.push(line);
+      const prefixed = lineStart;
+      lineStart = r.endsLine;
+      if (o.sinceMs !== undefined && recordTimeMs(r) < o.sinceMs) continue;
+      const stamp = o.timestamps && prefixed ? fixedTimestamp(r) : null;
+      const length =
+        (stamp === null ? 0 : (stamp?.length ?? r.tsEnd - r.tsStart) + 1) +
+        r.end -
+        r.start +
+        (r.newline ? 1 : 0);
+      batch.push(r);
+      stamps.push(stamp);
       size += length;
-      if (length > budget) {
-        // --limit-bytes cuts the last line short.
+      if (length >= budget) {
+        // --limit-bytes cuts the last record short.
         const cut = length - budget;
         budget = 0;
         await flush(cut);
@@ -418,14 +342,12 @@ export async function streamLogFiles(
     }
     await flush(0);
   };
-  // With tailLines the lines already on disk go through a ring: only the last N remain.
-  const ring = o.tailLines === undefined ? undefined : new Ring<LogLine>(o.tailLines);
-  const emit = async (lines: readonly LogLine[]): Promise<void> => {
-    if (ring === undefined) {
-      await write(lines);
-      return;
-    }
-    for (const l of lines) if (o.sinceMs === undefined || lineTimeMs(l) >= o.sinceMs) ring.push(l);
+  // With tailLines the records already on disk go through a ring: only the last N
+  // remain, as upstream starts N file lines before the end.
+  const ring = o.tailLines === undefined ? undefined : new Ring<LogRecord>(o.tailLines);
+  const emit = async (records: readonly LogRecord[]): Promise<void> => {
+    if (ring === undefined) await write(records);
+    else for (const r of records) ring.push(r);
   };
 
   for (const r of files.rotated) {
@@ -435,6 +357,12 @@ export async function streamLogFiles(
     }
   }
   await emit(await readAvailable());
+  if (!o.follow) {
+    // A record the file ends in without a newline is still shown, as upstream shows
+    // it; after N whole records --tail has stopped before it.
+    const last = parser.incomplete();
+    if (last !== undefined && ring?.full !== true) await emit([last]);
+  }
   if (ring !== undefined) await write(ring.drain());
   if (!o.follow) return;
   const wakeup = new LogWakeup(files.path === undefined ? undefined : path.dirname(files.path));

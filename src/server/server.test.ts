@@ -15,7 +15,8 @@ import {
   type UserInfo,
 } from './auth.ts';
 import { HttpError, parseLogOptions, parseTarget } from './handlers.ts';
-import { CriLogParser, lineContent, lineTimestamp, streamLogs, type LogOptions } from './logs.ts';
+import { CriLogParser, recordContent, recordTimestamp } from '../logs/cri-format.ts';
+import { streamLogs, type LogOptions } from './logs.ts';
 
 const LOG = [
   '2026-01-01T00:00:01.000000001Z stdout F one',
@@ -52,27 +53,38 @@ async function render(options: Partial<LogOptions>): Promise<string> {
 }
 
 describe('CRI log files', () => {
-  test('partial records are joined and keep the first timestamp', () => {
+  test('each record is parsed on its own, a partial one without a newline', () => {
     const p = new CriLogParser();
-    const lines = [...p.push(Buffer.from(LOG.slice(0, 50))), ...p.push(Buffer.from(LOG.slice(50)))];
+    const records = [
+      ...p.push(Buffer.from(LOG.slice(0, 50))),
+      ...p.push(Buffer.from(LOG.slice(50))),
+    ];
     assert.deepEqual(
-      lines.map((l) => [lineTimestamp(l), lineContent(l).toString()]),
+      records.map((r) => [recordTimestamp(r), recordContent(r).toString(), r.newline]),
       [
-        ['2026-01-01T00:00:01.000000001Z', 'one'],
-        ['2026-01-01T00:00:02.000000000Z', 'two'],
-        ['2026-01-01T00:00:03.123456789Z', 'three'],
+        ['2026-01-01T00:00:01.000000001Z', 'one', true],
+        ['2026-01-01T00:00:02.000000000Z', 'tw', false],
+        ['2026-01-01T00:00:02.500000000Z', 'o', true],
+        ['2026-01-01T00:00:03.123456789Z', 'three', true],
       ],
     );
   });
 
   test('tail, limit, timestamps and since select as kubectl expects', async () => {
     assert.equal(await render({}), 'one\ntwo\nthree\n');
-    assert.equal(await render({ tailLines: 2 }), 'two\nthree\n');
+    // --tail counts records, as upstream's does: the last two are "o" and "three".
+    assert.equal(await render({ tailLines: 2 }), 'o\nthree\n');
+    assert.equal(await render({ tailLines: 3 }), 'two\nthree\n');
     assert.equal(await render({ tailLines: 0 }), '');
     assert.equal(await render({ limitBytes: 5 }), 'one\nt');
     assert.equal(
       await render({ timestamps: true, tailLines: 1 }),
       '2026-01-01T00:00:03.123456789Z three\n',
+    );
+    // A line's timestamp is its first record's.
+    assert.equal(
+      await render({ timestamps: true, tailLines: 3 }),
+      '2026-01-01T00:00:02.000000000Z two\n2026-01-01T00:00:03.123456789Z three\n',
     );
     assert.equal(await render({ sinceMs: Date.parse('2026-01-01T00:00:02Z') }), 'two\nthree\n');
   });
