@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct
+.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct conformance
 
 all: test
 
@@ -42,6 +42,12 @@ demo: deps
 ## demo-stop: stop the demo cluster and remove everything it made
 demo-stop:
 	@if [ -x $(NODE) ]; then $(NODE) hack/demo.ts down; else echo "no demo (node_modules missing)"; fi
+
+## conformance: upstream's e2e node conformance suite against berth, then the upstream kubelet, on one
+## cluster; report in .conformance/<date>/, tables in COMPATIBILITY.md. Quick runs:
+## make conformance ARGS="--focus 'Pods should get a host IP'"   or   ARGS=--subset   or   ARGS="--agents berth"
+conformance: deps
+	@$(NODE) hack/conformance/run.ts $(ARGS)
 
 ## gen: regenerate the CRI subset proto and its TypeScript
 gen:

@@ -31,6 +31,12 @@ export interface BerthNodeOptions {
    * be inside the cluster's cgroup root, or teardown would not remove it.
    */
   readonly cgroupRoot?: string;
+  /**
+   * The node's address (--node-ip, the API's listen address and a serving-certificate
+   * SAN); default 127.0.0.1. The API server refuses to proxy to a loopback node
+   * (nodes/proxy), so the conformance suite's node uses the pod bridge's gateway.
+   */
+  readonly nodeIp?: string;
 }
 
 export interface BerthNode {
@@ -71,7 +77,10 @@ export async function startBerth(
       `Cannot use cgroup root ${cgroupRoot} for node ${nodeName}: it must be under the cluster's ${cluster.state.cgroupRoot}`,
     );
   }
-  const identity = await createNodeIdentity(cluster, nodeName);
+  const nodeIp = options.nodeIp ?? '127.0.0.1';
+  const identity = await createNodeIdentity(cluster, nodeName, {
+    ...(options.nodeIp !== undefined && { extraSans: [`IP:${options.nodeIp}`] }),
+  });
   const dir = join(cluster.root, 'nodes', nodeName, 'berth');
   await mkdir(dir, { recursive: true });
   const port = await freePort();
@@ -100,7 +109,7 @@ export async function startBerth(
       `cgroupRoot: ${cgroupRoot}`,
       'cgroupDriver: cgroupfs',
       `podLogsDir: ${join(dir, 'pod-logs')}`,
-      'address: 127.0.0.1',
+      `address: ${nodeIp}`,
       `port: ${port}`,
       `healthzPort: ${healthzPort}`,
       ...tls,
@@ -127,7 +136,7 @@ export async function startBerth(
     '--hostname-override',
     nodeName,
     '--node-ip',
-    '127.0.0.1',
+    nodeIp,
     '--root-dir',
     dir,
     '--v',

@@ -30,6 +30,8 @@ export interface NodeIdentityOptions {
   readonly dir?: string;
   /** Validity in days (default 365). */
   readonly days?: number;
+  /** More serving-certificate SANs, e.g. "IP:10.88.5.1" for a node reached on a bridge. */
+  readonly extraSans?: readonly string[];
 }
 
 /** Lowercase DNS label: usable as a node name, a certificate subject and a SAN alike. */
@@ -71,7 +73,7 @@ export async function createNodeIdentity(
       name: 'node-serving',
       subject: `/CN=${nodeName}`,
       usage: 'serverAuth',
-      sans: ['IP:127.0.0.1', `DNS:${nodeName}`],
+      sans: ['IP:127.0.0.1', `DNS:${nodeName}`, ...(options.extraSans ?? [])],
     }),
   ]);
   const kubeconfigPath = join(dir, 'kubeconfig');

@@ -57,7 +57,14 @@ export interface UpstreamKubeletOptions {
   readonly verbosity?: number;
   /** KubeletConfiguration fields merged over the harness's (shallow). */
   readonly config?: Readonly<Record<string, unknown>>;
-  /** Publish InternalIP 127.0.0.1 on the Node (default true); see the file comment. */
+  /**
+   * A non-loopback node address (--node-ip, the server's listen address and a serving
+   * SAN), which the kubelet publishes itself; the conformance suite's node uses the pod
+   * bridge's gateway so the API server proxies to it. Default: 127.0.0.1, published by
+   * the harness (see the file comment).
+   */
+  readonly nodeIp?: string;
+  /** Publish InternalIP 127.0.0.1 on the Node (default true unless nodeIp); see the file comment. */
   readonly publishLoopbackAddress?: boolean;
   /** How long to wait for the Node to be Ready (default 120 s). */
   readonly readyTimeoutMs?: number;
@@ -319,7 +326,9 @@ export async function startUpstreamKubelet(
 ): Promise<UpstreamKubelet> {
   const { nodeName } = options;
   const log = options.log ?? (() => undefined);
-  const identity = await createNodeIdentity(cluster, nodeName);
+  const identity = await createNodeIdentity(cluster, nodeName, {
+    ...(options.nodeIp !== undefined && { extraSans: [`IP:${options.nodeIp}`] }),
+  });
   const dir = join(cluster.root, 'nodes', nodeName);
   const cgroupRoot = options.cgroupRoot ?? `${cluster.state.cgroupRoot}/${nodeName}`;
   const runtimeSocket = options.runtimeSocket ?? cluster.runtime.socket;
@@ -370,6 +379,7 @@ export async function startUpstreamKubelet(
       oomScoreAdj,
       maxOpenFiles,
     }),
+    ...(options.nodeIp !== undefined && { address: options.nodeIp }),
     ...options.config,
   };
   await writeFile(configFile, JSON.stringify(config, null, 2) + '\n');
@@ -402,7 +412,7 @@ export async function startUpstreamKubelet(
       '--hostname-override',
       nodeName,
       '--node-ip',
-      '127.0.0.1',
+      options.nodeIp ?? '127.0.0.1',
       '--root-dir',
       rootDir,
       '--cert-dir',
@@ -449,7 +459,7 @@ export async function startUpstreamKubelet(
 
   try {
     let last: NodeView | undefined;
-    let published = options.publishLoopbackAddress === false;
+    let published = options.publishLoopbackAddress === false || options.nodeIp !== undefined;
     await waitFor(
       `node ${nodeName} to be Ready`,
       async () => {
