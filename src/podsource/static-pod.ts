@@ -1,0 +1,273 @@
+/**
+ * A static pod's identity, as upstream's kubelet derives it (pkg/kubelet/config
+ * common.go): the manifest is decoded with the API's defaults, then
+ *
+ * - UID = FNV-1a-128 over the decoded Go pod (go-dump.ts), then `host:<node>` and
+ *   `file:<path>` for a file, or `url:<url>` for the URL source; unless the
+ *   manifest sets metadata.uid. The same manifest at the same path on the same node
+ *   always gets the same UID, so a restarted berth adopts its containers, and any
+ *   change to the pod is a new pod.
+ * - name `<name>-<node, lower case>`, namespace `default` when unset, spec.nodeName,
+ *   annotation kubernetes.io/config.hash = UID, a NoExecute "Exists" toleration (file
+ *   source only), status.phase Pending.
+ *
+ * The merger (config.ts) adds kubernetes.io/config.source and config.seen.
+ */
+import type { Pod, Toleration } from 'kubernetes-types/core/v1.js';
+import { parseAllDocuments } from 'yaml';
+import { Fnv128a } from './fnv.ts';
+import { goDumpForHash } from './go-dump.ts';
+import { GO_POD_TYPES } from './go-pod-types.ts';
+import { applyApiDefaults } from './pod-defaults.ts';
+
+export const CONFIG_HASH_ANNOTATION = 'kubernetes.io/config.hash';
+export const CONFIG_MIRROR_ANNOTATION = 'kubernetes.io/config.mirror';
+export const CONFIG_SOURCE_ANNOTATION = 'kubernetes.io/config.source';
+export const CONFIG_SEEN_ANNOTATION = 'kubernetes.io/config.seen';
+
+/** Upstream's cap on a manifest (maxConfigLength, 10 MiB). */
+export const MAX_MANIFEST_BYTES = 10 * 1024 * 1024;
+
+export type StaticSourceKind = 'file' | 'http';
+
+/** A manifest that cannot become a pod; the message says why, as upstream's words it. */
+export class ManifestError extends Error {
+  readonly code = 'BERTH_STATIC_POD_INVALID';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ManifestError';
+  }
+}
+
+export interface DecodeOptions {
+  readonly nodeName: string;
+  /** The file's path or the URL: part of the UID. */
+  readonly source: string;
+  readonly kind: StaticSourceKind;
+}
+
+export interface DecodedPod {
+  readonly pod: Pod;
+  /** Problems that do not stop the pod (unknown fields, ignored as upstream's decoder does). */
+  readonly warnings: readonly string[];
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+const LEAF_TYPES = new Set(['resource.Quantity', 'intstr.IntOrString', 'v1.Time']);
+
+/** The JSON names of a struct's fields and their types, embedded structs' included. */
+function jsonFields(rest: readonly string[]): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const f of rest) {
+    const [, json = '', ftype = ''] = f.split(',');
+    if (json === '^') {
+      const [, ...inner] = (GO_POD_TYPES[ftype] ?? '').split(';');
+      for (const [k, v] of jsonFields(inner)) fields.set(k, v);
+    } else if (json !== '') fields.set(json, ftype);
+  }
+  return fields;
+}
+
+/** JSON paths the Go types do not have: upstream's decoder drops them silently. */
+export function unknownFields(obj: unknown, type = 'core.Pod', path = ''): string[] {
+  const spec = GO_POD_TYPES[type];
+  if (spec === undefined || LEAF_TYPES.has(type)) return [];
+  const [kind = '', ...rest] = spec.split(';');
+  if (kind === 'ptr') return unknownFields(obj, rest[0] ?? '', path);
+  if (kind === 'slice' && Array.isArray(obj))
+    return obj.flatMap((e: unknown, i) => unknownFields(e, rest[0] ?? '', `${path}[${i}]`));
+  if (kind === 'map' && isRecord(obj))
+    return Object.entries(obj).flatMap(([k, v]) =>
+      unknownFields(v, rest[1] ?? '', `${path}[${k}]`),
+    );
+  if (kind !== 'struct' || !isRecord(obj)) return [];
+  const fields = jsonFields(rest);
+  if (type === 'core.Pod') {
+    fields.set('apiVersion', 'string');
+    fields.set('kind', 'string');
+  }
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(obj)) {
+    const ftype = fields.get(k);
+    const p = path === '' ? k : `${path}.${k}`;
+    if (ftype === undefined) out.push(p);
+    else out.push(...unknownFields(v, ftype, p));
+  }
+  return out;
+}
+
+/** The parts of upstream's ValidatePodCreate a node relies on, in its words. */
+function validate(pod: Pod): void {
+  const errs: string[] = [];
+  const spec = pod.spec;
+  const containers = spec?.containers ?? [];
+  if (containers.length === 0) errs.push('spec.containers: Required value');
+  const names = new Set<string>();
+  const all = [
+    ...(spec?.initContainers ?? []).map((c, i) => ({ c, path: `spec.initContainers[${i}]` })),
+    ...containers.map((c, i) => ({ c, path: `spec.containers[${i}]` })),
+  ];
+  for (const { c, path } of all) {
+    if (!isRecord(c)) {
+      errs.push(`${path}: Invalid value: not an object`);
+      continue;
+    }
+    if (typeof c.name !== 'string' || c.name === '') errs.push(`${path}.name: Required value`);
+    else if (names.has(c.name)) errs.push(`${path}.name: Duplicate value: "${c.name}"`);
+    else if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(c.name) || c.name.length > 63)
+      errs.push(`${path}.name: Invalid value: "${c.name}": a lowercase RFC 1123 label`);
+    else names.add(c.name);
+    if (typeof c.image !== 'string' || c.image.trim() === '')
+      errs.push(`${path}.image: Required value`);
+  }
+  const name = pod.metadata?.name ?? '';
+  if (
+    name.length > 253 ||
+    !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name)
+  )
+    errs.push(`metadata.name: Invalid value: "${name}": a lowercase RFC 1123 subdomain`);
+  const volumes = new Set<string>();
+  for (const [i, v] of (spec?.volumes ?? []).entries()) {
+    if (!v.name) errs.push(`spec.volumes[${i}].name: Required value`);
+    else if (volumes.has(v.name))
+      errs.push(`spec.volumes[${i}].name: Duplicate value: "${v.name}"`);
+    else volumes.add(v.name);
+  }
+  if (errs.length > 0) throw new ManifestError(`invalid pod: [${errs.join(', ')}]`);
+}
+
+/** podutil.HasAPIObjectReference: what a pod without an API server could never resolve. */
+function apiObjectReference(pod: Pod): string | undefined {
+  const spec = pod.spec;
+  if (spec === undefined) return undefined;
+  if (spec.serviceAccountName) return 'serviceaccounts';
+  const containers = [...(spec.initContainers ?? []), ...spec.containers];
+  if ((spec.imagePullSecrets ?? []).length > 0) return 'secrets';
+  for (const c of containers) {
+    for (const e of c.envFrom ?? []) {
+      if (e.secretRef !== undefined) return 'secrets';
+      if (e.configMapRef !== undefined) return 'configmaps';
+    }
+    for (const e of c.env ?? []) {
+      if (e.valueFrom?.secretKeyRef !== undefined) return 'secrets';
+      if (e.valueFrom?.configMapKeyRef !== undefined) return 'configmaps';
+    }
+  }
+  if ((spec.resourceClaims ?? []).length > 0) return 'resourceclaims';
+  for (const v of spec.volumes ?? []) {
+    if (v.configMap !== undefined) return 'configmaps (via configmap volumes)';
+    if (v.secret !== undefined) return 'secrets (via secret volumes)';
+    if (v.csi !== undefined) return 'csidrivers (via CSI volumes)';
+    if (v.persistentVolumeClaim !== undefined) return 'persistentvolumeclaims';
+    if (v.ephemeral !== undefined) return 'persistentvolumeclaims (via ephemeral volumes)';
+    for (const s of v.projected?.sources ?? []) {
+      if (s.configMap !== undefined) return 'configmaps (via projected volumes)';
+      if (s.secret !== undefined) return 'secrets (via projected volumes)';
+      if (s.serviceAccountToken !== undefined) return 'serviceaccounts (via projected volumes)';
+      if (s.clusterTrustBundle !== undefined) return 'clustertrustbundles';
+    }
+  }
+  return undefined;
+}
+
+/** Parses one YAML or JSON document into a plain object. */
+export function parseManifest(data: string): unknown {
+  const docs = parseAllDocuments(data, { version: '1.1', uniqueKeys: false });
+  if (!Array.isArray(docs)) return null;
+  const content = docs.filter((d) => d.contents !== null);
+  const first = content[0];
+  if (first === undefined) throw new ManifestError("Object 'Kind' is missing in empty manifest");
+  const err = first.errors[0];
+  if (err !== undefined) throw new ManifestError(`error converting YAML to JSON: ${err.message}`);
+  if (content.length > 1)
+    throw new ManifestError('one pod per manifest: found more than one YAML document');
+  return first.toJS({ maxAliasCount: 100 }) as unknown;
+}
+
+/** The UID upstream derives for a decoded, defaulted pod (before its name is changed). */
+export function staticPodUID(pod: Pod, o: DecodeOptions): string {
+  const h = new Fnv128a().write(goDumpForHash(pod as unknown as Record<string, unknown>));
+  if (o.kind === 'file') h.write(`host:${o.nodeName}`).write(`file:${o.source}`);
+  else h.write(`url:${o.source}`);
+  return h.hex();
+}
+
+const NO_EXECUTE_TOLERATION: Toleration = { operator: 'Exists', effect: 'NoExecute' };
+
+/** Decodes one pod object (already parsed) into the static pod berth runs. */
+export function staticPodFromObject(obj: unknown, o: DecodeOptions): DecodedPod {
+  if (!isRecord(obj)) throw new ManifestError("couldn't parse as pod: not an object");
+  const kind = obj.kind;
+  const apiVersion = obj.apiVersion;
+  if (typeof kind !== 'string' || kind === '')
+    throw new ManifestError(`Object 'Kind' is missing in '${JSON.stringify(obj).slice(0, 200)}'`);
+  if (typeof apiVersion !== 'string' || apiVersion === '')
+    throw new ManifestError(
+      `Object 'apiVersion' is missing in '${JSON.stringify(obj).slice(0, 200)}'`,
+    );
+  if (apiVersion !== 'v1' || kind !== 'Pod')
+    throw new ManifestError(`no kind "${kind}" is registered for version "${apiVersion}"`);
+  const warnings = unknownFields(obj).map((p) => `unknown field "${p}"`);
+  const pod = structuredClone(obj) as unknown as Pod;
+  delete (pod as { status?: unknown }).status;
+  if (!isRecord(pod.metadata) || typeof pod.metadata.name !== 'string' || pod.metadata.name === '')
+    throw new ManifestError('invalid pod: name is needed for the pod');
+  if (!isRecord(pod.spec) || !Array.isArray(pod.spec.containers))
+    pod.spec = { ...(isRecord(pod.spec) ? pod.spec : {}), containers: [] };
+  applyApiDefaults(pod);
+  const meta = pod.metadata;
+  const name = String(meta.name);
+  const uid = meta.uid !== undefined && meta.uid !== '' ? meta.uid : staticPodUID(pod, o);
+  meta.uid = uid;
+  meta.name = `${name}-${o.nodeName.toLowerCase()}`;
+  if (meta.namespace === undefined || meta.namespace === '') meta.namespace = 'default';
+  pod.spec.nodeName = o.nodeName;
+  meta.annotations = { ...meta.annotations, [CONFIG_HASH_ANNOTATION]: uid };
+  if (o.kind === 'file') {
+    const tolerations = pod.spec.tolerations ?? [];
+    const same = tolerations.some(
+      (t) =>
+        t.operator === 'Exists' &&
+        t.effect === 'NoExecute' &&
+        !t.key &&
+        !t.value &&
+        t.tolerationSeconds == null,
+    );
+    if (!same) pod.spec.tolerations = [...tolerations, { ...NO_EXECUTE_TOLERATION }];
+  }
+  pod.status = { phase: 'Pending' };
+  validate(pod);
+  const ref = apiObjectReference(pod);
+  if (ref !== undefined) throw new ManifestError(`static pods may not reference ${ref}`);
+  return { pod, warnings };
+}
+
+/** Decodes a manifest file's (or URL's) bytes holding one pod. */
+export function decodeStaticPod(data: string, o: DecodeOptions): DecodedPod {
+  return staticPodFromObject(parseManifest(data), o);
+}
+
+/** The URL source also takes a v1 PodList. */
+export function decodeStaticPods(data: string, o: DecodeOptions): DecodedPod[] {
+  const obj = parseManifest(data);
+  if (isRecord(obj) && obj.kind === 'PodList' && obj.apiVersion === 'v1') {
+    const items = Array.isArray(obj.items) ? (obj.items as unknown[]) : [];
+    return items.map((item) =>
+      staticPodFromObject(isRecord(item) ? { apiVersion: 'v1', kind: 'Pod', ...item } : item, o),
+    );
+  }
+  return [staticPodFromObject(obj, o)];
+}
+
+/** Whether a pod from the API is a mirror pod (upstream's kubetypes.IsMirrorPod). */
+export function isMirrorPod(pod: Pod): boolean {
+  return pod.metadata?.annotations?.[CONFIG_MIRROR_ANNOTATION] !== undefined;
+}
+
+/** `<namespace>/<name>`, the key two pods must never share on a node. */
+export function podFullName(pod: Pod): string {
+  return `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
+}
