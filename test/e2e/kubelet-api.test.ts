@@ -108,23 +108,28 @@ describe('kubelet API on containerd2', () => {
     assert.deepEqual(await cluster.leaks(), []);
   });
 
-  test('kubectl logs: whole log, --tail joins partial lines, --limit-bytes', async () => {
+  test('kubectl logs: whole log, --tail counts records, --limit-bytes', async () => {
     const long = 'a'.repeat(40000);
     const all = await eventually('logs', async () => {
       const { stdout } = await kubectl(['logs', 'logs']);
       return stdout.includes(long) ? stdout : undefined;
     });
     assert.equal(all, `one\ntwo\nthree\n${long}\n`);
-    assert.equal((await kubectl(['logs', 'logs', '--tail', '2'])).stdout, `three\n${long}\n`);
+    // containerd cuts the long line into records of 16 KiB (P, P, F); --tail counts
+    // records, as upstream's does, so two of them are the line's last 40000 - 16384 bytes.
+    assert.equal((await kubectl(['logs', 'logs', '--tail', '2'])).stdout, `${'a'.repeat(23616)}\n`);
+    assert.equal((await kubectl(['logs', 'logs', '--tail', '4'])).stdout, `three\n${long}\n`);
     assert.equal((await kubectl(['logs', 'logs', '--tail', '0'])).stdout, '');
     assert.equal((await kubectl(['logs', 'logs', '--limit-bytes', '6'])).stdout, 'one\ntw');
   });
 
   test('kubectl logs --timestamps prefixes RFC3339 times; --since-time in the future is empty', async () => {
-    const { stdout } = await kubectl(['logs', 'logs', '--timestamps', '--tail', '3']);
+    // The last five records: two, three and the long line's three; one stamp per line,
+    // with nine fraction digits as upstream prints them.
+    const { stdout } = await kubectl(['logs', 'logs', '--timestamps', '--tail', '5']);
     const lines = stdout.trimEnd().split('\n');
     assert.equal(lines.length, 3);
-    for (const line of lines) assert.match(line, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z /);
+    for (const line of lines) assert.match(line, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z /);
     assert.match(lines[0] ?? '', / two$/);
     const future = new Date(Date.now() + 3_600_000).toISOString();
     assert.equal((await kubectl(['logs', 'logs', `--since-time=${future}`])).stdout, '');
@@ -141,6 +146,64 @@ describe('kubelet API on containerd2', () => {
     );
     const { stdout } = await kubectl(['logs', 'crash', '--previous']);
     assert.equal(stdout, 'started\n');
+  });
+
+  test('output without a final newline (echo -n): kubectl logs and FallbackToLogsOnError show it', async () => {
+    const node = berth.nodeName;
+    const container = (name: string, script: string, policy?: string) => ({
+      name,
+      image: cluster.images.busyboxLocal,
+      imagePullPolicy: 'IfNotPresent',
+      command: ['sh', '-c', script],
+      ...(policy !== undefined && { terminationMessagePolicy: policy }),
+    });
+    await Promise.all([
+      applyJson(
+        cluster,
+        busyboxPod(cluster, 'echo-n', node, {
+          restartPolicy: 'Never',
+          command: ['sh', '-c', 'echo -n DONE'],
+        }),
+      ),
+      applyJson(
+        cluster,
+        busyboxPod(cluster, 'fallback', node, {
+          restartPolicy: 'Never',
+          extraSpec: {
+            containers: [
+              container('silent', 'echo -n DONE; exit 1', 'FallbackToLogsOnError'),
+              container(
+                'lines',
+                'echo first; echo -n sec; echo -n ond; exit 2',
+                'FallbackToLogsOnError',
+              ),
+              container('file', 'echo -n DONE; exit 1'),
+            ],
+          },
+        }),
+      ),
+    ]);
+    await waitForPod(
+      cluster,
+      'default',
+      'echo-n',
+      'succeeded',
+      (p) => p.status?.phase === 'Succeeded',
+    );
+    // The runtime writes "echo -n"'s output as a partial (P) record that nothing follows.
+    assert.equal((await kubectl(['logs', 'echo-n'])).stdout, 'DONE');
+    assert.equal((await kubectl(['logs', 'echo-n', '--tail', '1'])).stdout, 'DONE');
+    assert.match(
+      (await kubectl(['logs', 'echo-n', '--timestamps'])).stdout,
+      /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z DONE$/,
+    );
+    const pod = await waitForPod(cluster, 'default', 'fallback', 'failed', (p) =>
+      (p.status?.containerStatuses ?? []).every((c) => c.state?.terminated !== undefined),
+    );
+    const messages = Object.fromEntries(
+      (pod.status?.containerStatuses ?? []).map((c) => [c.name, c.state?.terminated?.message]),
+    );
+    assert.deepEqual(messages, { silent: 'DONE', lines: 'first\nsecond', file: undefined });
   });
 
   test('kubectl logs -f streams until the container exits', async () => {
