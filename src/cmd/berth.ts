@@ -191,6 +191,13 @@ async function main(argv: readonly string[]): Promise<number> {
       allowedUnsafeSysctls: k.allowedUnsafeSysctls,
       logRotation: logRotatePolicy(k),
       ...(server !== undefined && { server }),
+      staticPods: {
+        ...(k.staticPodPath !== null && { staticPodPath: k.staticPodPath }),
+        ...(k.staticPodURL !== null && { staticPodURL: k.staticPodURL }),
+        staticPodURLHeader: k.staticPodURLHeader,
+        fileCheckFrequencyMs: k.fileCheckFrequencyMs,
+        httpCheckFrequencyMs: k.httpCheckFrequencyMs,
+      },
     },
     {
       kube,

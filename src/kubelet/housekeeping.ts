@@ -8,7 +8,7 @@ import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { cri, type CriClient } from '../cri/index.ts';
 import { POD_TERMINATION_GRACE_PERIOD_ANNOTATION } from '../kuberuntime/labels.ts';
 import type { RelistPleg } from '../pleg/generic.ts';
-import type { ApiPodSource } from '../podsource/api-source.ts';
+import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
@@ -18,7 +18,8 @@ import type { VolumeManager } from '../volumes/types.ts';
 export interface HousekeepingOptions {
   readonly cri: CriClient;
   readonly pleg: RelistPleg;
-  readonly source: ApiPodSource;
+  /** The merged pod sources: what is bound here, and whether every source has reported. */
+  readonly source: { readonly synced: boolean; pods(): ReadonlyMap<string, Pod> };
   readonly podWorkers: PodWorkers;
   readonly clock: Clock;
   readonly logger: Logger;

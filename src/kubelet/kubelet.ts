@@ -25,6 +25,7 @@ import { LeaseController } from '../nodelease/controller.ts';
 import type { NodeReserved } from '../nodestatus/build.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { hostAppArmorEnabled } from '../admission/apparmor.ts';
+import { isStaticPod } from '../admission/predicates.ts';
 import { NodeStatusManager } from '../nodestatus/manager.ts';
 import { RelistPleg } from '../pleg/generic.ts';
 import type { PodLifecycleEvent } from '../pleg/types.ts';
@@ -59,6 +60,7 @@ import { createVolumeStack, type VolumeStack } from './volume-stack.ts';
 import { PodSync } from './pod-sync.ts';
 import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
+import { StaticPods, type StaticPodOptions } from './static-pods.ts';
 
 export interface KubeletOptions {
   readonly nodeName: string;
@@ -97,6 +99,8 @@ export interface KubeletOptions {
   readonly nodeHostsFile?: string;
   /** The kubelet API (:10250) and healthz; undefined: not served (enableServer false). */
   readonly server?: Omit<KubeletServerOptions, 'nodeName' | 'podLogsDir'>;
+  /** staticPodPath, staticPodURL and their check frequencies. */
+  readonly staticPods?: StaticPodOptions;
 }
 
 export interface KubeletDeps {
@@ -128,6 +132,8 @@ export class Kubelet {
   readonly podWorkers: PodWorkers;
   readonly status: StatusManager;
   readonly source: ApiPodSource;
+  /** Every source merged (API, manifests, URL) and the mirror pods. */
+  readonly static: StaticPods;
   readonly nodeStatus: NodeStatusManager;
   readonly lease: LeaseController;
   readonly #housekeeping: Housekeeping;
@@ -183,6 +189,7 @@ export class Kubelet {
       client: kube,
       clock,
       logger: logger.child({ component: 'status' }),
+      target: (pod) => this.static.mirrors.statusTarget(pod),
     });
     this.pleg = new RelistPleg({
       runtime: cri.runtime,
@@ -211,7 +218,7 @@ export class Kubelet {
       ...(metrics !== undefined && { metrics: metrics.prober }),
       // A changed result is acted on by the next sync (kill, ready flag): run it now.
       onChange: (uid) => {
-        const pod = this.source.pods().get(uid);
+        const pod = this.static.config.pods().get(uid);
         if (pod !== undefined) this.podWorkers.update(pod, 'runtime-event');
       },
     });
@@ -262,11 +269,18 @@ export class Kubelet {
       logger: logger.child({ component: 'pod-workers' }),
       ...(metrics !== undefined && { metrics }),
     });
-    this.source = new ApiPodSource({
-      client: kube,
+    this.static = new StaticPods(options.staticPods ?? {}, {
+      nodeName: options.nodeName,
+      kube,
+      recorder,
       clock,
       logger,
-      nodeName: options.nodeName,
+      podWorkers: () => this.podWorkers,
+      nodeUID: () => this.nodeStatus.node?.metadata?.uid,
+      apiSynced: () => this.source.synced,
+      onMirror: (uid) => {
+        this.status.resend(uid);
+      },
       consumer: {
         add: (pod) => {
           if (!this.admission.admit(pod)) return;
@@ -275,7 +289,7 @@ export class Kubelet {
         },
         update: (pod) => {
           if (!this.admission.admit(pod)) {
-            deleteRejectedPod(kube, pod, this.#abort.signal, logger);
+            if (!isStaticPod(pod)) deleteRejectedPod(kube, pod, this.#abort.signal, logger);
             return;
           }
           this.volumes.objects.register(pod);
@@ -289,6 +303,13 @@ export class Kubelet {
           this.admission.forget(uid);
         },
       },
+    });
+    this.source = new ApiPodSource({
+      client: kube,
+      clock,
+      logger,
+      nodeName: options.nodeName,
+      consumer: this.static.config.api,
     });
     this.nodeStatus = new NodeStatusManager({
       client: kube,
@@ -314,7 +335,7 @@ export class Kubelet {
     });
     this.admission = new AdmissionManager({
       node: () => this.nodeStatus.node,
-      pods: () => this.source.pods(),
+      pods: () => this.static.config.pods(),
       phase: (uid) => this.status.get(uid)?.phase,
       setStatus: (pod, status) => {
         this.status.set(pod, status);
@@ -335,7 +356,7 @@ export class Kubelet {
     this.#housekeeping = new Housekeeping({
       cri,
       pleg: this.pleg,
-      source: this.source,
+      source: this.static.config,
       podWorkers: this.podWorkers,
       clock,
       logger: logger.child({ component: 'housekeeping' }),
@@ -351,7 +372,7 @@ export class Kubelet {
       ...(deps.servingCertificate !== undefined && {
         servingCertificate: deps.servingCertificate,
       }),
-      pods: () => this.source.pods(),
+      pods: () => this.static.config.pods(),
       runtimeCache: this.pleg,
       syncLoopHealth: () => this.#syncLoopHealth(),
     });
@@ -363,7 +384,7 @@ export class Kubelet {
 
   /** A referenced configMap or secret changed: its pods' volumes are refreshed by a sync. */
   #resyncUsers(kind: 'configmap' | 'secret', namespace: string, name: string): void {
-    for (const pod of this.source.pods().values()) {
+    for (const pod of this.static.config.pods().values()) {
       if ((pod.metadata?.namespace ?? 'default') !== namespace) continue;
       const refs = podObjectRefs(pod);
       const names = kind === 'configmap' ? refs.configMaps : refs.secrets;
@@ -386,7 +407,7 @@ export class Kubelet {
   }
 
   #onPlegEvents(events: readonly PodLifecycleEvent[]): void {
-    const pods = this.source.pods();
+    const pods = this.static.config.pods();
     for (const uid of new Set(events.map((e) => e.podUID))) {
       const pod = pods.get(uid);
       if (pod !== undefined) this.podWorkers.update(pod, 'runtime-event');
@@ -443,6 +464,7 @@ export class Kubelet {
       this.#loop('lease', (s) => this.lease.run(s));
       this.#loop('status', (s) => this.status.run(s));
       this.#loop('pod-source', (s) => this.source.run(s));
+      for (const [name, run] of this.static.loops()) this.#loop(name, run);
       this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
       // After registration, so the API server already knows the node's daemon port.
       await this.server?.start();

@@ -13,7 +13,8 @@
  *
  * The merger (config.ts) adds kubernetes.io/config.source and config.seen.
  */
-import type { Pod, Toleration } from 'kubernetes-types/core/v1.js';
+import type { Pod, PodSpec, PodStatus, Toleration } from 'kubernetes-types/core/v1.js';
+import type { ObjectMeta } from 'kubernetes-types/meta/v1.js';
 import { parseAllDocuments } from 'yaml';
 import { Fnv128a } from './fnv.ts';
 import { goDumpForHash } from './go-dump.ts';
@@ -200,8 +201,8 @@ const NO_EXECUTE_TOLERATION: Toleration = { operator: 'Exists', effect: 'NoExecu
 /** Decodes one pod object (already parsed) into the static pod berth runs. */
 export function staticPodFromObject(obj: unknown, o: DecodeOptions): DecodedPod {
   if (!isRecord(obj)) throw new ManifestError("couldn't parse as pod: not an object");
-  const kind = obj.kind;
-  const apiVersion = obj.apiVersion;
+  const kind = obj['kind'];
+  const apiVersion = obj['apiVersion'];
   if (typeof kind !== 'string' || kind === '')
     throw new ManifestError(`Object 'Kind' is missing in '${JSON.stringify(obj).slice(0, 200)}'`);
   if (typeof apiVersion !== 'string' || apiVersion === '')
@@ -211,21 +212,27 @@ export function staticPodFromObject(obj: unknown, o: DecodeOptions): DecodedPod 
   if (apiVersion !== 'v1' || kind !== 'Pod')
     throw new ManifestError(`no kind "${kind}" is registered for version "${apiVersion}"`);
   const warnings = unknownFields(obj).map((p) => `unknown field "${p}"`);
-  const pod = structuredClone(obj) as unknown as Pod;
-  delete (pod as { status?: unknown }).status;
-  if (!isRecord(pod.metadata) || typeof pod.metadata.name !== 'string' || pod.metadata.name === '')
+  const copy = structuredClone(obj);
+  delete copy['status'];
+  const rawMeta = copy['metadata'];
+  const rawName = isRecord(rawMeta) ? rawMeta['name'] : undefined;
+  if (typeof rawName !== 'string' || rawName === '')
     throw new ManifestError('invalid pod: name is needed for the pod');
-  if (!isRecord(pod.spec) || !Array.isArray(pod.spec.containers))
-    pod.spec = { ...(isRecord(pod.spec) ? pod.spec : {}), containers: [] };
+  const rawSpec = copy['spec'];
+  if (!isRecord(rawSpec) || !Array.isArray(rawSpec['containers']))
+    copy['spec'] = { ...(isRecord(rawSpec) ? rawSpec : {}), containers: [] };
+  const pod = copy as unknown as Pod & { metadata: ObjectMeta; spec: PodSpec; status?: PodStatus };
   applyApiDefaults(pod);
   const meta = pod.metadata;
-  const name = String(meta.name);
   const uid = meta.uid !== undefined && meta.uid !== '' ? meta.uid : staticPodUID(pod, o);
-  meta.uid = uid;
-  meta.name = `${name}-${o.nodeName.toLowerCase()}`;
-  if (meta.namespace === undefined || meta.namespace === '') meta.namespace = 'default';
+  pod.metadata = {
+    ...meta,
+    uid,
+    name: `${rawName}-${o.nodeName.toLowerCase()}`,
+    namespace: meta.namespace === undefined || meta.namespace === '' ? 'default' : meta.namespace,
+    annotations: { ...meta.annotations, [CONFIG_HASH_ANNOTATION]: uid },
+  };
   pod.spec.nodeName = o.nodeName;
-  meta.annotations = { ...meta.annotations, [CONFIG_HASH_ANNOTATION]: uid };
   if (o.kind === 'file') {
     const tolerations = pod.spec.tolerations ?? [];
     const same = tolerations.some(
@@ -253,8 +260,8 @@ export function decodeStaticPod(data: string, o: DecodeOptions): DecodedPod {
 /** The URL source also takes a v1 PodList. */
 export function decodeStaticPods(data: string, o: DecodeOptions): DecodedPod[] {
   const obj = parseManifest(data);
-  if (isRecord(obj) && obj.kind === 'PodList' && obj.apiVersion === 'v1') {
-    const items = Array.isArray(obj.items) ? (obj.items as unknown[]) : [];
+  if (isRecord(obj) && obj['kind'] === 'PodList' && obj['apiVersion'] === 'v1') {
+    const items: unknown[] = Array.isArray(obj['items']) ? (obj['items'] as unknown[]) : [];
     return items.map((item) =>
       staticPodFromObject(isRecord(item) ? { apiVersion: 'v1', kind: 'Pod', ...item } : item, o),
     );

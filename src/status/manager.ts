@@ -16,6 +16,11 @@ export interface StatusManagerOptions {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly syncPeriodMs?: number;
+  /**
+   * Where a static pod's status goes (upstream's TranslatePodUID): its mirror pod's
+   * UID; null while it has no mirror (the write waits); undefined for other pods.
+   */
+  readonly target?: (pod: Pod) => { readonly uid: string } | null | undefined;
 }
 
 interface Entry {
@@ -23,6 +28,8 @@ interface Entry {
   status: PodStatus;
   /** JSON of what the API is known to have. */
   sent: string | undefined;
+  /** The UID of the API object `sent` describes (a static pod's: its mirror's). */
+  sentTo: string;
   writing: boolean;
 }
 
@@ -77,11 +84,16 @@ export class StatusManager {
     const entry = this.#entries.get(uid);
     if (entry === undefined) {
       const apiStatus = pod.status === undefined ? undefined : fingerprint(pod.status);
-      this.#entries.set(uid, { pod, status, sent: apiStatus, writing: false });
+      this.#entries.set(uid, { pod, status, sent: apiStatus, sentTo: uid, writing: false });
     } else {
       entry.pod = pod;
       entry.status = status;
     }
+    this.#flush(uid);
+  }
+
+  /** Writes the pod's status now if the API lacks it (a static pod's mirror was made). */
+  resend(uid: string): void {
     this.#flush(uid);
   }
 
@@ -92,10 +104,13 @@ export class StatusManager {
 
   #flush(uid: string): void {
     const entry = this.#entries.get(uid);
-    if (entry === undefined || entry.writing || fingerprint(entry.status) === entry.sent) return;
+    if (entry === undefined || entry.writing) return;
+    const target = this.#target(uid, entry.pod);
+    if (target === null) return;
+    if (fingerprint(entry.status) === entry.sent && entry.sentTo === target) return;
     entry.writing = true;
     const attempted = entry.status;
-    const p = this.#write(uid, entry).then((written) => {
+    const p = this.#write(uid, target, entry).then((written) => {
       entry.writing = false;
       this.#inflight.delete(p);
       // A newer status may have arrived while writing. A failed write is not retried
@@ -108,8 +123,14 @@ export class StatusManager {
     this.#inflight.add(p);
   }
 
+  /** The UID whose API object holds the pod's status; null: none yet. */
+  #target(uid: string, pod: Pod): string | null {
+    const t = this.#o.target?.(pod);
+    return t === undefined ? uid : t === null ? null : t.uid;
+  }
+
   /** Patches the status; false when it was not written (it is retried by the batch sync). */
-  async #write(uid: string, entry: Entry): Promise<boolean> {
+  async #write(uid: string, target: string, entry: Entry): Promise<boolean> {
     const status = entry.status;
     const meta = entry.pod.metadata ?? {};
     const log = this.#o.logger.child({
@@ -120,15 +141,22 @@ export class StatusManager {
       const updated = await this.#o.client.patch<Pod>(
         inNamespace(PODS, meta.namespace ?? 'default'),
         meta.name ?? '',
-        { metadata: { uid }, status: statusPatch(status) },
+        { metadata: { uid: target }, status: statusPatch(status) },
         'strategic',
         { subresource: 'status' },
       );
       entry.sent = fingerprint(status);
-      entry.pod = updated;
+      entry.sentTo = target;
+      // A mirror pod is not the pod berth runs: keep the static pod.
+      if (target === uid) entry.pod = updated;
       log.debug('Status for pod updated successfully', { phase: status.phase });
       return true;
     } catch (err) {
+      if ((isNotFound(err) || isConflict(err)) && target !== uid) {
+        // The mirror pod went away or was replaced: the next mirror gets the status.
+        log.debug('Mirror pod changed, status waits for the new one', { error: String(err) });
+        return false;
+      }
       if (isNotFound(err) || isConflict(err)) {
         // The pod is gone, or the name now belongs to another UID: nothing to write.
         log.debug('Pod no longer exists, dropping its status', { error: String(err) });
