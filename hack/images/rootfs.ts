@@ -3,7 +3,7 @@
  * cache, a binary copied into a root filesystem with the shared libraries it links,
  * busybox with one link per applet, and the few /etc files every image needs.
  */
-import { chmod, copyFile, mkdir, readdir, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { run } from '../../test/harness/exec.ts';
 import { cacheDir } from '../../test/harness/binaries.ts';
@@ -103,6 +103,8 @@ async function sharedLibraries(binary: string): Promise<string[]> {
 /** Copies `binary` to `rootfs`/`target` with every shared library it needs, at the same paths. */
 export async function installBinary(binary: string, rootfs: string, target: string): Promise<void> {
   await mkdir(join(rootfs, dirname(target)), { recursive: true });
+  // A busybox applet link of the same name would make copyFile overwrite busybox.
+  await rm(join(rootfs, target), { force: true });
   await copyFile(binary, join(rootfs, target));
   await chmod(join(rootfs, target), 0o755);
   for (const lib of await sharedLibraries(binary)) {
@@ -111,8 +113,6 @@ export async function installBinary(binary: string, rootfs: string, target: stri
     await mkdir(dirname(dest), { recursive: true });
     await copyFile(lib, dest);
   }
-  // Debian's loader path is /lib64/ld-linux-x86-64.so.2 -> /lib/x86_64-linux-gnu/...;
-  // ldd reports it under /lib64, which copyFile resolved into a plain file.
 }
 
 /** busybox at /bin/busybox with a link per applet (as the upstream busybox image has). */
