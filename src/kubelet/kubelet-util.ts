@@ -128,8 +128,9 @@ export function podHostsFile(
   const hostNetwork = pod.spec?.hostNetwork === true;
   return hostsFileContent(pod, {
     podIPs: hostNetwork ? node.nodeIPs : podIPs,
-    hostname: hostNetwork ? node.nodeName : podHostnameAndDomain(pod, node.clusterDomain).hostname,
-    clusterDomain: node.clusterDomain,
+    ...(hostNetwork
+      ? { hostname: node.nodeName, domain: '' }
+      : podHostnameAndDomain(pod, node.clusterDomain)),
     nodeHostsFile: nodeHosts,
   });
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { hostsFileContent, mountsHostsFile, podDomain } from './hosts-file.ts';
+import { hostsFileContent, mountsHostsFile } from './hosts-file.ts';
 
 const LOCAL =
   '# Kubernetes-managed hosts file.\n' +
@@ -22,19 +22,18 @@ describe('hostsFileContent', () => {
     const text = hostsFileContent(pod(), {
       podIPs: ['10.244.0.5', 'fd00::5'],
       hostname: 'web-0',
-      clusterDomain: 'cluster.local',
+      domain: '',
     });
     assert.equal(text, `${LOCAL}10.244.0.5\tweb-0\nfd00::5\tweb-0\n`);
   });
 
-  it('adds the FQDN when the pod has a subdomain', () => {
+  it('adds the FQDN when the pod has a domain', () => {
     const text = hostsFileContent(pod({ subdomain: 'db' }), {
       podIPs: ['10.244.0.5'],
       hostname: 'h',
-      clusterDomain: 'cluster.local',
+      domain: 'db.shop.svc.cluster.local',
     });
     assert.equal(text, `${LOCAL}10.244.0.5\th.db.shop.svc.cluster.local\th\n`);
-    assert.equal(podDomain(pod(), 'cluster.local'), '');
   });
 
   it('appends hostAliases, one line per IP', () => {
@@ -45,7 +44,7 @@ describe('hostsFileContent', () => {
           { ip: '::2', hostnames: ['six'] },
         ],
       }),
-      { podIPs: ['10.244.0.5'], hostname: 'web-0', clusterDomain: 'c.l' },
+      { podIPs: ['10.244.0.5'], hostname: 'web-0', domain: '' },
     );
     assert.equal(
       text,
@@ -60,15 +59,14 @@ describe('hostsFileContent', () => {
       hostsFileContent(hostNet, {
         podIPs: ['192.168.1.2'],
         hostname: 'node-1',
-        clusterDomain: 'cluster.local',
+        domain: '',
         nodeHostsFile: node,
       }),
       `# Kubernetes-managed hosts file (host network).\n${node}\n# Entries added by HostAliases.\n5.6.7.8\tx\n`,
     );
-    assert.throws(
-      () => hostsFileContent(hostNet, { podIPs: [], hostname: 'h', clusterDomain: 'c' }),
-      { code: 'BERTH_HOSTS_FILE_NO_NODE_HOSTS' },
-    );
+    assert.throws(() => hostsFileContent(hostNet, { podIPs: [], hostname: 'h', domain: '' }), {
+      code: 'BERTH_HOSTS_FILE_NO_NODE_HOSTS',
+    });
   });
 });
 

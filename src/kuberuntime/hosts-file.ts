@@ -1,7 +1,7 @@
 /**
  * The content of the kubelet-managed /etc/hosts (upstream's managedHostsFileContent and
  * nodeHostsFileContent). A pod on the pod network gets the localhost lines, its IPs
- * with its hostname (and FQDN with a subdomain) and its hostAliases; a hostNetwork pod
+ * with its hostname (and FQDN with a domain) and its hostAliases; a hostNetwork pod
  * gets the node's own /etc/hosts with the hostAliases appended, under a header that
  * says so. The caller writes it to the pod directory and bind-mounts it (see
  * `mountsHostsFile`).
@@ -23,9 +23,10 @@ const LOCALHOST_LINES =
 export interface HostsFileOptions {
   /** The pod's IPs (for hostNetwork pods, the node's). */
   readonly podIPs: readonly string[];
-  /** The pod's hostname (spec.hostname or the pod name, at most 63 characters). */
+  /** The pod's hostname and domain (kuberuntime/hostname.ts: podHostnameAndDomain). */
   readonly hostname: string;
-  readonly clusterDomain: string;
+  /** '' for none: then the pod's IPs carry the short hostname alone. */
+  readonly domain: string;
   /** The node's /etc/hosts; required for hostNetwork pods. */
   readonly nodeHostsFile?: string;
 }
@@ -34,13 +35,6 @@ function aliasLines(aliases: readonly HostAlias[] | undefined): string {
   if (aliases === undefined || aliases.length === 0) return '';
   const lines = aliases.map((a) => `${a.ip ?? ''}\t${(a.hostnames ?? []).join('\t')}\n`);
   return `\n# Entries added by HostAliases.\n${lines.join('')}`;
-}
-
-/** The pod's domain: `<subdomain>.<namespace>.svc.<clusterDomain>`, or '' without a subdomain. */
-export function podDomain(pod: Pod, clusterDomain: string): string {
-  const subdomain = pod.spec?.subdomain ?? '';
-  if (subdomain === '') return '';
-  return `${subdomain}.${pod.metadata?.namespace ?? ''}.svc.${clusterDomain}`;
 }
 
 /** The /etc/hosts content for `pod` (see the top of this file). */
@@ -56,8 +50,7 @@ export function hostsFileContent(pod: Pod, options: HostsFileOptions): string {
     }
     return HEADER_HOST_NETWORK + options.nodeHostsFile + aliases;
   }
-  const { hostname } = options;
-  const domain = podDomain(pod, options.clusterDomain);
+  const { hostname, domain } = options;
   const names = domain === '' ? hostname : `${hostname}.${domain}\t${hostname}`;
   const own = options.podIPs.map((ip) => `${ip}\t${names}\n`).join('');
   return HEADER + LOCALHOST_LINES + own + aliases;

@@ -262,6 +262,44 @@ describe('pod spec surface on berth (containerd 2.x)', () => {
     await kubectl(['delete', 'pod', long, '--wait=true', '--timeout=60s']);
   });
 
+  test('spec.hostnameOverride is the hostname, its FQDN and its /etc/hosts name', async () => {
+    // Upstream's "Override hostname of Pod" specs: `hostname` and `hostname -f` both print
+    // the override, whatever spec.hostname and spec.subdomain say.
+    const cases: { name: string; spec: Partial<Spec> & { hostnameOverride: string } }[] = [
+      { name: 'ho-subdomain-name', spec: { hostnameOverride: 'override.example.host' } },
+      {
+        name: 'ho-with-hostname',
+        spec: { hostname: 'custom-host', hostnameOverride: 'override-host' },
+      },
+      { name: 'ho-only', spec: { hostnameOverride: 'override-host' } },
+      { name: 'ho-with-subdomain', spec: { subdomain: 't', hostnameOverride: 'override-host' } },
+    ];
+    const script = "echo $(hostname)';'$(hostname -f)';'; cat /etc/hosts";
+    for (const c of cases) {
+      await applyJson(
+        cluster,
+        pod(c.name, { command: ['sh', '-c', script] }, { restartPolicy: 'Never', ...c.spec }),
+      );
+    }
+    for (const c of cases) {
+      const done = await waitForPod(
+        cluster,
+        'default',
+        c.name,
+        'Succeeded',
+        (x) => x.status?.phase === 'Succeeded' || x.status?.phase === 'Failed',
+      );
+      assert.equal(done.status?.phase, 'Succeeded', c.name);
+      const [first, ...hosts] = (await kubectl(['logs', c.name])).split('\n');
+      const o = c.spec.hostnameOverride;
+      assert.equal(first, `${o};${o};`, c.name);
+      assert.ok(
+        hosts.includes(`${done.status?.podIP ?? 'x'}\t${o}`),
+        `${c.name}: ${hosts.join('\n')}`,
+      );
+    }
+  });
+
   test('a hostNetwork pod sees the host interfaces', async () => {
     await running(pod('hostnet', {}, { hostNetwork: true }));
     const links = await sh('hostnet', 'cat /proc/net/dev');
