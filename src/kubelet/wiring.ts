@@ -30,6 +30,8 @@ export function runtimeConfigOf(
   podCgroups: PodCgroups | undefined,
 ): RuntimeConfigOptions {
   const hostResolv = readResolvConf(options.resolvConf);
+  // Upstream's nodeRef: the node's name doubles as its UID.
+  const nodeTarget = { kind: 'Node', name: options.nodeName, uid: options.nodeName } as const;
   return {
     podLogsDir: options.podLogsDir,
     cgroupRoot: options.cgroupRoot,
@@ -37,8 +39,18 @@ export function runtimeConfigOf(
     nodeName: options.nodeName,
     clusterDomain: options.clusterDomain,
     dns: (pod: Pod) =>
-      podDnsConfig(pod, hostResolv, options.clusterDNS, options.clusterDomain, (message) => {
-        recorder.event(podTarget(pod), 'Warning', 'DNSConfigForming', message);
+      podDnsConfig(pod, {
+        host: hostResolv,
+        clusterDNS: options.clusterDNS,
+        clusterDomain: options.clusterDomain,
+        events: {
+          pod: (reason, message) => {
+            recorder.event(podTarget(pod), 'Warning', reason, message);
+          },
+          node: (reason, message) => {
+            recorder.event(nodeTarget, 'Warning', reason, message);
+          },
+        },
       }),
     seccompProfileRoot: join(options.rootDir, 'seccomp'),
     seccompDefault: options.seccompDefault ?? false,

@@ -5,7 +5,7 @@
  * cgroup limits, termination messages, and bad input that must fail cleanly.
  */
 import assert from 'node:assert/strict';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
@@ -457,5 +457,54 @@ describe('pod spec surface on berth (containerd 2.x)', () => {
         ? true
         : undefined,
     );
+  });
+
+  // Last: it restarts berth without clusterDNS, which the tests above rely on.
+  test('without clusterDNS a ClusterFirst pod gets the node resolv.conf and a MissingClusterDNS warning', async () => {
+    const config = await readFile(berth.configFile, 'utf8');
+    await writeFile(
+      berth.configFile,
+      config
+        .split('\n')
+        .filter((l) => !l.startsWith('clusterDNS:'))
+        .join('\n'),
+    );
+    berth = await berth.restart();
+    const first = await running(pod('dns-missing', {}));
+    const hostNet = await running(
+      pod('dns-missing-hostnet', {}, { hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' }),
+    );
+    await running(pod('dns-default', {}, { dnsPolicy: 'Default' }));
+    // Upstream falls back to the Default policy: the node's own resolver configuration.
+    const hostServers = (await readFile('/etc/resolv.conf', 'utf8')).match(/^nameserver\s+\S+/gm);
+    const resolv = await sh('dns-missing', 'cat /etc/resolv.conf');
+    for (const line of hostServers ?? []) assert.match(resolv, new RegExp(line));
+    assert.doesNotMatch(resolv, /ndots:5|svc\.cluster\.local/);
+    const nodeMessage =
+      'kubelet does not have ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. Falling back to "Default" policy.';
+    for (const p of [first, hostNet]) {
+      const name = p.metadata?.name ?? '';
+      const events = await eventually(`MissingClusterDNS on ${name}`, async () => {
+        const list = await podEvents(cluster, 'default', name);
+        return list.some((e) => e.reason === 'MissingClusterDNS') ? list : undefined;
+      });
+      const warning = events.find((e) => e.reason === 'MissingClusterDNS');
+      assert.equal(warning?.type, 'Warning');
+      assert.equal(
+        warning?.message,
+        `pod: "${name}_default(${p.metadata?.uid ?? ''})". ${nodeMessage}`,
+      );
+    }
+    // The node is told too, with upstream's message; a Default pod is not warned about.
+    const onNode = await podEvents(cluster, 'default', node);
+    assert.ok(
+      onNode.some(
+        (e) =>
+          e.reason === 'MissingClusterDNS' && e.message === nodeMessage && e.type === 'Warning',
+      ),
+      JSON.stringify(onNode),
+    );
+    const quiet = await podEvents(cluster, 'default', 'dns-default');
+    assert.ok(!quiet.some((e) => e.reason === 'MissingClusterDNS'), JSON.stringify(quiet));
   });
 });
