@@ -48,7 +48,8 @@ describe('emptyDir', () => {
       assert.equal(mounts[0]?.fsType, 'tmpfs');
       const info = await readFile('/proc/self/mountinfo', 'utf8');
       assert.match(info.split('\n').find((l) => l.includes(` ${dir} `)) ?? '', /size=3072k/);
-      assert.equal((await stat(dir)).mode & 0o7777, 0o777);
+      // The tmpfs keeps its sticky 1777, as upstream's (only permission bits are checked).
+      assert.equal((await stat(dir)).mode & 0o7777, 0o1777);
     } finally {
       for (const e of await m.listMountsUnder(dir)) await m.unmount(e.mountPoint);
     }
@@ -60,6 +61,20 @@ describe('emptyDir', () => {
     const st = await stat(dir);
     assert.equal(st.gid, 4321);
     assert.equal(st.mode & 0o7777, 0o2777);
+  });
+
+  it('an fsGroup tmpfs is 03777: setgid on top of the sticky 1777, as upstream', async () => {
+    const m = new SystemMounter();
+    const dir = path.join(base, 'mem-grp');
+    try {
+      await setUpEmptyDir(dir, { medium: 'Memory' }, { mounter: m, fsGroup: 123 });
+      await setUpEmptyDir(dir, { medium: 'Memory' }, { mounter: m, fsGroup: 123 });
+      const st = await stat(dir);
+      assert.equal(st.gid, 123);
+      assert.equal(st.mode & 0o7777, 0o3777);
+    } finally {
+      for (const e of await m.listMountsUnder(dir)) await m.unmount(e.mountPoint);
+    }
   });
 
   it('refuses unsupported media', async () => {

@@ -3,7 +3,7 @@
  * tmpfs helper also backs secret and projected volumes so their data never touches
  * disk.
  */
-import { chmod, chown, mkdir } from 'node:fs/promises';
+import { chmod, chown, mkdir, stat } from 'node:fs/promises';
 import type { EmptyDirVolumeSource } from 'kubernetes-types/core/v1.js';
 import { parseQuantity } from '../util/quantity.ts';
 import type { Mounter } from './mounter.ts';
@@ -11,6 +11,8 @@ import { VolumeError } from './types.ts';
 
 /** Upstream makes emptyDir world-writable: any container user must be able to write. */
 export const EMPTY_DIR_MODE = 0o777;
+/** What upstream's fsGroup ownership adds to a directory: setgid, group rw and exec. */
+const FS_GROUP_DIR_BITS = 0o2000 | 0o660 | 0o110;
 
 /**
  * The tmpfs size for a Memory emptyDir: its sizeLimit when set and positive. Without
@@ -76,14 +78,16 @@ export async function setUpEmptyDir(
         `emptyDir medium ${JSON.stringify(medium)} is not supported`,
       );
   }
-  if (fsGroup === undefined) {
-    // chmod after mkdir/mount: the mode must not depend on the umask or tmpfs defaults.
-    await chmod(dir, EMPTY_DIR_MODE);
-    return;
-  }
+  // As upstream's setupDir, only the permission bits are made 0777 (mkdir's umask), so a
+  // tmpfs keeps the sticky bit of its default 1777.
+  if (((await stat(dir)).mode & 0o777) !== EMPTY_DIR_MODE) await chmod(dir, EMPTY_DIR_MODE);
+  if (fsGroup === undefined) return;
   // fsGroup ownership (upstream's SetVolumeOwnership) on the volume root only: it is
   // all berth created, and walking what containers wrote would mean chowning paths
-  // they control. setgid makes new files inherit the group.
+  // they control. As upstream, the mode gains group rwx and setgid (so new files
+  // inherit the group) on top of what it had: 02777 on disk, 03777 on a tmpfs. A subPath
+  // directory berth creates later copies this mode (subpath.ts).
   await chown(dir, -1, fsGroup);
-  await chmod(dir, EMPTY_DIR_MODE | 0o2000);
+  const mode = (await stat(dir)).mode & 0o7777;
+  if ((mode | FS_GROUP_DIR_BITS) !== mode) await chmod(dir, mode | FS_GROUP_DIR_BITS);
 }

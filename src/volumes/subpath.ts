@@ -5,7 +5,7 @@
  * that path, so a symlink a container swaps in later cannot redirect the mount
  * (upstream's fix for CVE-2017-1002101).
  */
-import { mkdir, open, rmdir, unlink, lstat } from 'node:fs/promises';
+import { mkdir, open, rmdir, unlink, lstat, stat } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Mounter } from './mounter.ts';
 import { relativeComponents, safeOpen } from './safe-path.ts';
@@ -35,7 +35,12 @@ export interface BindSubPathOptions {
   readonly subPath: string;
   /** Where the bind goes: .../volume-subpaths/<volume>/<container>/<index>. */
   readonly target: string;
-  /** Create missing directories of the subPath (writable volumes, as upstream). */
+  /**
+   * Create missing directories of the subPath (writable volumes), each with the volume
+   * root's mode, setgid and sticky bits included, as upstream's SafeMakeDir: in an fsGroup
+   * emptyDir that is 02777 (03777 on a tmpfs) and the group is inherited, so the
+   * container's fsGroup can write there; a 0755 directory would leave it root's alone.
+   */
   readonly create: boolean;
   readonly mounter: Mounter;
   readonly signal?: AbortSignal;
@@ -70,7 +75,7 @@ export async function bindSubPath(options: BindSubPathOptions): Promise<string> 
   if (await mounter.isMountPoint(target)) return target;
   const resolved = await safeOpen(options.volumePath, options.subPath, {
     what: `subPath \`${options.subPath}\``,
-    ...(options.create ? { createMode: 0o755 } : {}),
+    ...(options.create ? { createMode: (await stat(options.volumePath)).mode & 0o7777 } : {}),
   });
   try {
     await prepareTarget(target, resolved.isDirectory);

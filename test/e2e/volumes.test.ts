@@ -335,6 +335,50 @@ describe('volumes on berth (containerd 2.x, kube-proxy)', () => {
     assert.equal((await sh('fsgroup', 'touch /scratch/f && stat -c %g /scratch/f')).trim(), '2000');
   });
 
+  test("fsGroup: a nonexistent subPath gets the volume's mode and group (setgid, sticky on tmpfs)", async () => {
+    // Upstream's "EmptyDir volumes when FSGroup is specified: nonexistent volume subPath
+    // should have the correct mode and owner using FSGroup" (a non-root user, fsGroup 123,
+    // medium Memory): perms rwxrwxrwx, owner 0, group 123, mode dgtrwxrwxrwx, tmpfs.
+    await running(
+      podWith(
+        'subpath-fsgroup',
+        [
+          { name: 'ram', emptyDir: { medium: 'Memory' } },
+          { name: 'disk', emptyDir: {} },
+        ],
+        [
+          {
+            volumeMounts: [
+              { name: 'ram', mountPath: '/test-volume', subPath: 'test-sub' },
+              { name: 'disk', mountPath: '/disk-volume', subPath: 'a/b' },
+            ],
+          },
+        ],
+        { securityContext: { runAsUser: 1001, fsGroup: 123 } },
+      ),
+    );
+    assert.equal(
+      (await sh('subpath-fsgroup', 'stat -c "%a %A %u %g" /test-volume')).trim(),
+      '3777 drwxrwsrwt 0 123',
+    );
+    assert.match(
+      await sh('subpath-fsgroup', 'grep " /test-volume " /proc/mounts'),
+      /^tmpfs \/test-volume tmpfs /,
+    );
+    // On disk the volume is 02777, and so is each directory berth made for the subPath.
+    assert.equal(
+      (await sh('subpath-fsgroup', 'stat -c "%a %u %g" /disk-volume')).trim(),
+      '2777 0 123',
+    );
+    // The non-root user writes there, and what it writes inherits the group.
+    assert.equal(
+      (
+        await sh('subpath-fsgroup', 'touch /test-volume/f && stat -c "%u %g" /test-volume/f')
+      ).trim(),
+      '1001 123',
+    );
+  });
+
   test('a missing configMap holds the pod in ContainerCreating with FailedMount', async () => {
     await failsWith(
       podWith(
