@@ -98,6 +98,21 @@ export function containerContract(rt: RuntimeRef): void {
     await pod.remove();
   });
 
+  test('output without a final newline is logged as a partial (P) record', async () => {
+    const { client, readLog } = rt();
+    const pod = await startPod(rt, 'partial');
+    const id = await pod.create('unterminated', PROGRAMS.unterminated);
+    await client.runtime.startContainer({ containerId: id });
+    await pod.exited(id);
+    const log = await until('the log of the unterminated container', async () => {
+      const text = await readLog(pod.config, 'unterminated/0.log').catch(() => '');
+      return text.includes('no newline') ? text : undefined;
+    });
+    // kubectl logs and the termination-message fallback must show this record.
+    assert.match(log, /^\S+Z stdout P no newline$/m);
+    await pod.remove();
+  });
+
   test('a container whose entrypoint is missing fails to start and is EXITED', async () => {
     const { client } = rt();
     const pod = await startPod(rt, 'start-error');

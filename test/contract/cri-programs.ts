@@ -10,7 +10,12 @@ import type { FakeExecOutcome, FakeStartOutcome } from '../../src/cri/fake/index
 export interface ContractProgram {
   readonly command: readonly string[];
   /** What it prints right after starting, in order. */
-  readonly output: readonly { readonly stream: 'stdout' | 'stderr'; readonly text: string }[];
+  readonly output: readonly {
+    readonly stream: 'stdout' | 'stderr';
+    readonly text: string;
+    /** The output does not end its line (a partial CRI record). */
+    readonly partial?: boolean;
+  }[];
   /** It exits by itself with this code; absent: it runs until stopped. */
   readonly exitCode?: number;
   /** Its exit code when stopped with a grace period; absent: it dies of SIGTERM (143). */
@@ -35,6 +40,12 @@ export const PROGRAMS = {
     exitCode: 3,
   },
   succeeding: { command: ['true'], output: [], exitCode: 0 },
+  // Output without a final newline: the runtime logs it as a partial (P) record.
+  unterminated: {
+    command: ['sh', '-c', 'printf "no newline"; exit 0'],
+    output: [{ stream: 'stdout', text: 'no newline', partial: true }],
+    exitCode: 0,
+  },
   // Prints "ready" once the trap is installed, so a test can wait before stopping it.
   graceful: {
     command: ['sh', '-c', 'trap "exit 0" TERM; echo ready; while true; do sleep 0.1; done'],

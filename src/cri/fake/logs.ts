@@ -16,13 +16,20 @@ export function rfc3339Nano(ns: bigint): string {
   return `${whole}.${fraction}Z`;
 }
 
-/** The CRI log records of `text`: one full ("F") record per line. */
+/**
+ * The CRI log records of `text`: one full ("F") record per line; the last one partial
+ * ("P") when the output did not end its line.
+ */
 export function criLogRecords(ns: bigint, line: FakeLogLine): string[] {
   const parts = line.text.split('\n');
   // "a\n" is one line, not a line and an empty one.
   if (parts.length > 1 && parts.at(-1) === '') parts.pop();
   const at = rfc3339Nano(ns);
-  return parts.map((text) => `${at} ${line.stream} F ${text}\n`);
+  const last = parts.length - 1;
+  return parts.map(
+    (text, i) =>
+      `${at} ${line.stream} ${line.partial === true && i === last ? 'P' : 'F'} ${text}\n`,
+  );
 }
 
 async function isDirectory(path: string): Promise<boolean> {

@@ -48,10 +48,15 @@ export interface FakeContainerInfo {
   readonly logPath: string;
 }
 
-/** One line of container output, written to the CRI log as a full ("F") record. */
+/**
+ * One line of container output, written to the CRI log as a full ("F") record; with
+ * `partial`, output that did not end in a newline (`printf x`), which a runtime writes
+ * as a partial ("P") record, as containerd does.
+ */
 export interface FakeLogLine {
   readonly stream: 'stdout' | 'stderr';
   readonly text: string;
+  readonly partial?: boolean;
 }
 
 /** What a started container does; every field is optional (default: runs until stopped). */
