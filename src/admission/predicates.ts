@@ -51,6 +51,22 @@ export function isStaticPod(pod: Pod): boolean {
   return source !== undefined && source !== 'api';
 }
 
+/** Upstream's SystemCriticalPriority (2 * 10^9): system-cluster-critical and above. */
+const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;
+
+/**
+ * kubetypes.IsCriticalPod: static pods, mirror pods and pods with a system-critical
+ * priority (system-node-critical, system-cluster-critical). Upstream never rejects one
+ * for lack of resources: it evicts lower-priority pods to make room. berth has no such
+ * eviction yet, so a critical pod is admitted over the node's allocatable instead.
+ */
+export function isCriticalPod(pod: Pod): boolean {
+  if (isStaticPod(pod)) return true;
+  if (pod.metadata?.annotations?.['kubernetes.io/config.mirror'] !== undefined) return true;
+  const priority = pod.spec?.priority;
+  return priority != null && priority >= SYSTEM_CRITICAL_PRIORITY;
+}
+
 interface Requests {
   cpu: number;
   memory: number;
@@ -248,7 +264,7 @@ export function admitPod(input: AdmissionInput): PodAdmitResult {
   const sysctl = forbiddenSysctl(pod, input.allowedUnsafeSysctls ?? []);
   if (sysctl !== undefined) return reject('SysctlForbidden', sysctl);
   const fit = fits(input);
-  if (!fit.admit) return fit;
+  if (!fit.admit && !isCriticalPod(pod)) return fit;
   if (!nodeAffinityMatches(pod, node))
     return predicate('NodeAffinity', "node(s) didn't match Pod's node affinity/selector");
   const nodeName = pod.spec?.nodeName;

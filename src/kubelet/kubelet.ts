@@ -25,7 +25,6 @@ import { LeaseController } from '../nodelease/controller.ts';
 import type { NodeReserved } from '../nodestatus/build.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { hostAppArmorEnabled } from '../admission/apparmor.ts';
-import { isStaticPod } from '../admission/predicates.ts';
 import { NodeStatusManager } from '../nodestatus/manager.ts';
 import { RelistPleg } from '../pleg/generic.ts';
 import type { PodLifecycleEvent } from '../pleg/types.ts';
@@ -46,7 +45,6 @@ import type { Mounter } from '../volumes/mounter.ts';
 import { podObjectRefs } from '../volumes/sources/index.ts';
 import { Housekeeping } from './housekeeping.ts';
 import {
-  deleteRejectedPod,
   nodeAllocatable,
   podHostsFile,
   podsAllocatable,
@@ -61,6 +59,7 @@ import { PodSync } from './pod-sync.ts';
 import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
 import { StaticPods, type StaticPodOptions } from './static-pods.ts';
+import { podConsumer } from './pod-consumer.ts';
 
 export interface KubeletOptions {
   readonly nodeName: string;
@@ -281,28 +280,18 @@ export class Kubelet {
       onMirror: (uid) => {
         this.status.resend(uid);
       },
-      consumer: {
-        add: (pod) => {
-          if (!this.admission.admit(pod)) return;
-          this.volumes.objects.register(pod);
-          this.podWorkers.update(pod, 'add');
-        },
-        update: (pod) => {
-          if (!this.admission.admit(pod)) {
-            if (!isStaticPod(pod)) deleteRejectedPod(kube, pod, this.#abort.signal, logger);
-            return;
-          }
-          this.volumes.objects.register(pod);
-          this.podWorkers.update(pod, 'update');
-        },
-        remove: (pod) => {
-          const uid = pod.metadata?.uid ?? '';
-          if (this.admission.isRejected(uid)) this.status.remove(uid);
-          else this.podWorkers.update(pod, 'remove');
-          this.volumes.objects.unregister(uid);
-          this.admission.forget(uid);
-        },
+      forget: (uid) => {
+        this.status.remove(uid);
       },
+      consumer: podConsumer({
+        kube,
+        logger,
+        signal: this.#abort.signal,
+        admission: () => this.admission,
+        volumes: () => this.volumes,
+        podWorkers: () => this.podWorkers,
+        status: () => this.status,
+      }),
     });
     this.source = new ApiPodSource({
       client: kube,

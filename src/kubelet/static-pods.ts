@@ -42,6 +42,11 @@ export interface StaticPodDeps {
   readonly consumer: PodSourceConsumer;
   /** A static pod's mirror was made: its status may be written now. */
   readonly onMirror: (uid: string) => void;
+  /**
+   * A removed static pod has stopped: forget its status. (An API pod's status goes
+   * with its API object; a static pod has none to delete.)
+   */
+  readonly forget: (uid: string) => void;
 }
 
 export class StaticPods {
@@ -74,6 +79,16 @@ export class StaticPods {
         },
         remove: (pod) => {
           deps.consumer.remove(pod);
+          const uid = pod.metadata?.uid ?? '';
+          const source = pod.metadata?.annotations?.['kubernetes.io/config.source'];
+          if (source === undefined || source === 'api') return;
+          void deps
+            .podWorkers()
+            .waitForgotten(uid)
+            .then(() => {
+              // The same manifest back meanwhile is the same UID: keep its status then.
+              if (!this.config.pods().has(uid)) deps.forget(uid);
+            });
         },
       },
       onMirrorChange: () => {

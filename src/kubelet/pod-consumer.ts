@@ -1,0 +1,50 @@
+/**
+ * Where every source's pods end up (upstream's HandlePodAdditions / Updates /
+ * Removes): admission first, then the configMap/secret watch and the pod workers. A
+ * pod rejected on an update is deleted from the API, unless it is a static pod, which
+ * has no API object of its own.
+ */
+import type { AdmissionManager } from '../admission/manager.ts';
+import { isStaticPod } from '../admission/predicates.ts';
+import type { KubeClient } from '../kube/types.ts';
+import type { PodSourceConsumer } from '../podsource/api-source.ts';
+import type { PodWorkers } from '../podworkers/pod-workers.ts';
+import type { StatusManager } from '../status/manager.ts';
+import type { Logger } from '../util/logger.ts';
+import type { VolumeStack } from './volume-stack.ts';
+import { deleteRejectedPod } from './kubelet-util.ts';
+
+export interface PodConsumerDeps {
+  readonly kube: KubeClient;
+  readonly logger: Logger;
+  readonly signal: AbortSignal;
+  readonly admission: () => AdmissionManager;
+  readonly volumes: () => VolumeStack;
+  readonly podWorkers: () => PodWorkers;
+  readonly status: () => StatusManager;
+}
+
+export function podConsumer(d: PodConsumerDeps): PodSourceConsumer {
+  return {
+    add: (pod) => {
+      if (!d.admission().admit(pod)) return;
+      d.volumes().objects.register(pod);
+      d.podWorkers().update(pod, 'add');
+    },
+    update: (pod) => {
+      if (!d.admission().admit(pod)) {
+        if (!isStaticPod(pod)) deleteRejectedPod(d.kube, pod, d.signal, d.logger);
+        return;
+      }
+      d.volumes().objects.register(pod);
+      d.podWorkers().update(pod, 'update');
+    },
+    remove: (pod) => {
+      const uid = pod.metadata?.uid ?? '';
+      if (d.admission().isRejected(uid)) d.status().remove(uid);
+      else d.podWorkers().update(pod, 'remove');
+      d.volumes().objects.unregister(uid);
+      d.admission().forget(uid);
+    },
+  };
+}
