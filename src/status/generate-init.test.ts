@@ -231,3 +231,42 @@ describe('status details', () => {
     );
   });
 });
+
+describe('observedGeneration (GA in v1.35)', () => {
+  test('the status and the kubelet conditions carry the pod generation', () => {
+    const p = pod([c('app')]);
+    const withGen: Pod = { ...p, metadata: { ...p.metadata, generation: 3 } };
+    const s = status(withGen, [instance('app', 'running')]) as PodStatus & {
+      observedGeneration?: number;
+    };
+    assert.equal(s.observedGeneration, 3);
+    for (const type of ['Ready', 'ContainersReady', 'Initialized', 'PodReadyToStartContainers'])
+      assert.equal((cond(s, type) as { observedGeneration?: number }).observedGeneration, 3, type);
+    // The scheduler's condition is not the kubelet's to stamp.
+    const scheduled = cond(s, 'PodScheduled') as { observedGeneration?: number };
+    assert.equal(scheduled.observedGeneration, undefined);
+  });
+
+  test('never lower than a generation already reported', () => {
+    const p = pod([c('app')]);
+    const old: Pod = { ...p, metadata: { ...p.metadata, generation: 2 } };
+    const s = status(old, [], {
+      previous: { observedGeneration: 5 } as PodStatus,
+    }) as PodStatus & { observedGeneration?: number };
+    assert.equal(s.observedGeneration, 5);
+  });
+
+  test('a Succeeded pod is Initialized with reason PodCompleted; a failed init is not', () => {
+    const ok = status(pod([c('app')], [c('i')], 'Never'), [
+      instance('i', 'exited'),
+      instance('app', 'exited'),
+    ]);
+    assert.equal(cond(ok, 'Initialized')?.reason, 'PodCompleted');
+    const bad = status(pod([c('app')], [c('i')], 'Never'), [
+      instance('i', 'exited', { exitCode: 1 }),
+    ]);
+    assert.equal(bad.phase, 'Failed');
+    assert.equal(cond(bad, 'Initialized')?.status, 'False');
+    assert.equal(cond(bad, 'Initialized')?.message, 'containers with incomplete status: [i]');
+  });
+});

@@ -208,16 +208,16 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     .map((s) => s.name);
   const conditions: PodCondition[] = [
     condition('PodReadyToStartContainers', sandbox?.state === 'ready', now, prevConditions),
-    condition(
-      'Initialized',
-      initDone || terminal,
-      now,
-      prevConditions,
-      initDone || terminal ? undefined : 'ContainersNotInitialized',
-      initDone || terminal
-        ? undefined
-        : `containers with incomplete status: [${notInit.join(' ')}]`,
-    ),
+    phase === 'Succeeded'
+      ? condition('Initialized', true, now, prevConditions, 'PodCompleted')
+      : condition(
+          'Initialized',
+          initDone,
+          now,
+          prevConditions,
+          initDone ? undefined : 'ContainersNotInitialized',
+          initDone ? undefined : `containers with incomplete status: [${notInit.join(' ')}]`,
+        ),
     readyCondition(pod, containersReady, now, prevConditions, reason, message),
     condition('ContainersReady', containersReady, now, prevConditions, reason, message),
     ...prevConditions.filter((c) => !KUBELET_CONDITIONS.has(c.type)),
@@ -231,9 +231,15 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     });
   }
   const ips = sandbox?.ips ?? [];
+  const generation = observedGeneration(pod, previous);
   return {
     phase,
-    conditions,
+    conditions: conditions.map((c) =>
+      generation === undefined || !ownCondition(c, prevConditions)
+        ? c
+        : { ...c, observedGeneration: generation },
+    ),
+    ...(generation !== undefined && { observedGeneration: generation }),
     ...(input.podFailure !== undefined && {
       reason: input.podFailure.reason,
       message: input.podFailure.message,
@@ -247,6 +253,24 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     ...(ephemeralStatuses.length > 0 && { ephemeralContainerStatuses: ephemeralStatuses }),
     qosClass: previous.qosClass ?? qosClassOf(pod),
   };
+}
+
+/**
+ * The pod generation this status reflects (PodObservedGenerationTracking, GA in v1.35):
+ * the pod's, never lower than one already reported (an older spec's sync must not
+ * undo a newer one's).
+ */
+function observedGeneration(pod: Pod, previous: PodStatus): number | undefined {
+  const generation = pod.metadata?.generation;
+  const before = (previous as { observedGeneration?: number }).observedGeneration;
+  if (generation === undefined) return before;
+  return before !== undefined && before > generation ? before : generation;
+}
+
+/** A condition this kubelet wrote (PodScheduled only when the scheduler did not). */
+function ownCondition(c: PodCondition, before: readonly PodCondition[]): boolean {
+  if (KUBELET_CONDITIONS.has(c.type)) return true;
+  return c.type === 'PodScheduled' && !before.some((x) => x.type === 'PodScheduled');
 }
 
 /** Upstream's hasPodInitialized, from the status alone: an app container left waiting. */

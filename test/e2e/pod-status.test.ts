@@ -227,4 +227,35 @@ describe('pod status on berth (upstream conformance rules)', () => {
     assert.deepEqual(p.status?.containerStatuses?.[0]?.resources, resources);
     assert.deepEqual(p.status?.containerStatuses?.[0]?.allocatedResources, resources.requests);
   });
+
+  test('status.observedGeneration and the conditions follow the pod generation', async () => {
+    type Observed = { observedGeneration?: number };
+    const generationOf = (x: Pod) => x.metadata?.generation ?? 0;
+    const observed = (x: Pod) => (x.status as Observed | undefined)?.observedGeneration;
+    const first = await waitForPod(
+      cluster,
+      'default',
+      'resources',
+      'observedGeneration set',
+      (x) => observed(x) === generationOf(x),
+    );
+    // A spec change (an active deadline far away) makes a new generation.
+    await cluster.kubectl([
+      'patch',
+      'pod',
+      'resources',
+      '--type=merge',
+      '-p',
+      '{"spec":{"activeDeadlineSeconds":36000}}',
+    ]);
+    const next = await waitForPod(
+      cluster,
+      'default',
+      'resources',
+      'the new generation observed',
+      (x) => generationOf(x) > generationOf(first) && observed(x) === generationOf(x),
+    );
+    const ready = cond(next, 'Ready') as Observed | undefined;
+    assert.equal(ready?.observedGeneration, generationOf(next));
+  });
 });
