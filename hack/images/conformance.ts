@@ -8,7 +8,8 @@
  *   agnhost 2.66.1     k8s.io/kubernetes/test/images/agnhost, static; with bash (some
  *                      probe specs call it) and busybox's applets, as upstream's
  *                      alpine-based image has
- *   busybox 1.37.0-2   Debian trixie's busybox-static 1.37.0 (bookworm has 1.35)
+ *   busybox 1.37.0-2   busybox 1.37.0 built static from source (busybox-source.ts: Debian's
+ *                      binaries drop non-identifier env names in sh, upstream's keep them)
  *   pause 3.10.2       k8s.io/kubernetes build/pause/linux/pause.c, gcc -static
  *   nginx 1.27.0-2     Debian's nginx with its shared libraries
  *   nonewprivs 1.4     test/images/nonewprivs (nnp, setuid root) on busybox
@@ -28,7 +29,8 @@ import { join } from 'node:path';
 import { run } from '../../test/harness/exec.ts';
 import { cacheDir, pinnedVersions, REPO_ROOT } from '../../test/harness/binaries.ts';
 import { writeOciLayout, type ImageConfig } from './oci.ts';
-import { baseFiles, debPackage, installBinary, installBusybox, TRIXIE } from './rootfs.ts';
+import { busyboxFromSource } from './busybox-source.ts';
+import { baseFiles, debPackage, installBinary, installBusybox } from './rootfs.ts';
 
 /** The registry host every conformance image is named under (never resolved: a mirror). */
 export const CONFORMANCE_REGISTRY = 'conformance.berth.local';
@@ -72,15 +74,10 @@ async function goBuild(pkg: string, out: string): Promise<void> {
   });
 }
 
-async function busybox137(): Promise<{ binary: string; version: string }> {
-  const { dir, version } = await debPackage('busybox-static', TRIXIE);
-  return { binary: join(dir, 'usr/bin/busybox'), version };
-}
-
 async function recipes(): Promise<Recipe[]> {
   const { stdout: goVersion } = await run('go', ['version']);
   const k8s = pinnedVersions()['KUBERNETES_VERSION'] ?? '';
-  const bb = await busybox137();
+  const bb = await busyboxFromSource();
   const modDir = await kubernetesModuleDir();
   const bash = '/bin/bash';
   const { stdout: bashVersion } = await run('dpkg-query', ['-W', '-f=${Version}', 'bash']);

@@ -25,10 +25,11 @@ export interface AptSuite {
   readonly source: string;
 }
 
-export const TRIXIE: AptSuite = {
-  name: 'trixie',
+/** Trixie's source packages (upstream tarballs and Debian's patches). */
+export const TRIXIE_SOURCES: AptSuite = {
+  name: 'trixie-src',
   source:
-    'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main',
+    'deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main',
 };
 
 function aptOptions(dir: string): string[] {
@@ -46,6 +47,48 @@ function aptOptions(dir: string): string[] {
   ];
 }
 
+async function aptSuiteOptions(suite: AptSuite): Promise<string[]> {
+  const base = join(cacheDir(), 'debs', suite.name);
+  await mkdir(join(base, 'lists', 'partial'), { recursive: true });
+  await mkdir(join(base, 'cache', 'archives', 'partial'), { recursive: true });
+  await writeFile(join(base, 'sources.list'), `${suite.source}\n`);
+  const options = aptOptions(base);
+  if ((await readdir(join(base, 'lists'))).length <= 2) {
+    await run('apt-get', [...options, 'update', '-qq'], { timeoutMs: 300_000 });
+  }
+  return options;
+}
+
+/**
+ * Downloads the source package `pkg` of `suite` (its .dsc, upstream tarball and Debian
+ * tarball, unpacked by nobody) into the build cache; returns the directory and version.
+ */
+export async function debSource(
+  pkg: string,
+  suite: AptSuite,
+): Promise<{ dir: string; version: string }> {
+  const options = await aptSuiteOptions(suite);
+  const { stdout } = await run('apt-cache', [...options, 'showsrc', pkg]);
+  const version = /^Version:\s*(\S+)/m.exec(stdout)?.[1];
+  if (version === undefined)
+    throw new Error(`Cannot build a test image: apt has no source for ${pkg}`);
+  const dir = join(
+    cacheDir(),
+    'debs',
+    suite.name,
+    `${pkg}_${version.replace(/[^A-Za-z0-9_.+-]/g, '_')}`,
+  );
+  if (await exists(join(dir, '.complete'))) return { dir, version };
+  await run('rm', ['-rf', dir]);
+  await mkdir(dir, { recursive: true });
+  await run('apt-get', [...options, 'source', '--download-only', `${pkg}=${version}`], {
+    cwd: dir,
+    timeoutMs: 300_000,
+  });
+  await writeFile(join(dir, '.complete'), '');
+  return { dir, version };
+}
+
 /**
  * Downloads `pkg` (the suite's candidate, or the machine's apt when `suite` is absent)
  * into the build cache and unpacks it; returns the unpacked tree and the version.
@@ -56,16 +99,7 @@ export async function debPackage(
   suite?: AptSuite,
 ): Promise<{ dir: string; version: string }> {
   const base = join(cacheDir(), 'debs', suite?.name ?? 'machine');
-  const options: string[] = [];
-  if (suite !== undefined) {
-    await mkdir(join(base, 'lists', 'partial'), { recursive: true });
-    await mkdir(join(base, 'cache', 'archives', 'partial'), { recursive: true });
-    await writeFile(join(base, 'sources.list'), `${suite.source}\n`);
-    options.push(...aptOptions(base));
-    if ((await readdir(join(base, 'lists'))).length <= 2) {
-      await run('apt-get', [...options, 'update', '-qq'], { timeoutMs: 300_000 });
-    }
-  }
+  const options = suite !== undefined ? await aptSuiteOptions(suite) : [];
   const { stdout } = await run('apt-cache', [...options, 'policy', pkg]);
   const version = /Candidate:\s*(\S+)/.exec(stdout)?.[1];
   if (version === undefined || version === '(none)') {
