@@ -9,7 +9,10 @@
 import assert from 'node:assert/strict';
 import { mkdir, readFile, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import { createServer } from '../../src/util/node-http.ts';
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { GrpcCriClient, cri } from '../../src/cri/index.ts';
 import { decodeStaticPod } from '../../src/podsource/static-pod.ts';
@@ -51,6 +54,13 @@ describe('static pods and mirror pods on berth', () => {
   let dir: string;
   let runtime: GrpcCriClient;
   let keeperContainer: string;
+  /** What the staticPodURL answers (the test switches it). */
+  let urlAnswer: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => {
+    res.end();
+  };
+  const urlServer = createServer((req, res) => {
+    urlAnswer(req, res);
+  });
 
   /** The runtime's containers of a pod (by the CRI labels berth sets), newest first. */
   async function containersOf(podName: string): Promise<cri.Container[]> {
@@ -82,9 +92,18 @@ describe('static pods and mirror pods on berth', () => {
     dir = join(cluster.root, 'manifests');
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, 'keeper.yaml'), manifest(cluster, 'keeper', ['sleep', '3600']));
+    await new Promise<void>((r) => urlServer.listen(0, '127.0.0.1', r));
+    const port = (urlServer.address() as AddressInfo).port;
     berth = await startBerth(cluster, {
       // A period of minutes: whatever starts within seconds was woken by inotify.
-      extraConfig: [`staticPodPath: ${dir}`, 'fileCheckFrequency: 5m'],
+      extraConfig: [
+        `staticPodPath: ${dir}`,
+        'fileCheckFrequency: 5m',
+        `staticPodURL: http://127.0.0.1:${port}/pod`,
+        'staticPodURLHeader:',
+        '  X-Static-Token: ["t0ken"]',
+        'httpCheckFrequency: 1s',
+      ],
     });
     node = berth.nodeName;
     runtime = new GrpcCriClient(cluster.runtime.socket);
@@ -106,6 +125,8 @@ describe('static pods and mirror pods on berth', () => {
     assert.equal(keeper?.status?.containerStatuses?.[0]?.containerID, keeperContainer);
     assert.equal(keeper?.status?.containerStatuses?.[0]?.restartCount, 0);
     runtime.close();
+    urlServer.closeAllConnections();
+    urlServer.close();
     await berth.stop();
     await cluster.stop();
     assert.deepEqual(await cluster.leaks(), []);
@@ -303,6 +324,81 @@ describe('static pods and mirror pods on berth', () => {
         (await running(`extra-${node}`)).length + (await running(`dup-${node}`)).length === 0
           ? true
           : undefined,
+      30_000,
+    );
+  });
+
+  test('staticPodURL: its pod runs; a 500 or a hang is reported and keeps the pod running', async () => {
+    let token: string | undefined;
+    urlAnswer = (req, res) => {
+      token = req.headers['x-static-token'] as string | undefined;
+      res.end(manifest(cluster, 'url', ['sleep', '3600']));
+    };
+    const pod = await waitForPod(
+      cluster,
+      'default',
+      `url-${node}`,
+      'Running',
+      isRunningAndReady,
+      30_000,
+    );
+    assert.equal(token, 't0ken');
+    assert.equal(pod.metadata?.annotations?.['kubernetes.io/config.source'], 'http');
+    const containerID = pod.status?.containerStatuses?.[0]?.containerID;
+    urlAnswer = (_req, res) => {
+      res.statusCode = 500;
+      res.end('boom');
+    };
+    await eventually(
+      'an event for the 500',
+      async () =>
+        (await nodeEvents()).some((e) => /\/pod: 500 Internal Server Error/.test(e.message))
+          ? true
+          : undefined,
+      30_000,
+    );
+    urlAnswer = () => undefined; // hangs: berth's 10 s timeout
+    await eventually(
+      'an event for the hang',
+      async () =>
+        (await nodeEvents()).some((e) => /\/pod: timeout/.test(e.message)) ? true : undefined,
+      40_000,
+    );
+    const still = await getPod(cluster, 'default', `url-${node}`);
+    assert.equal(still?.status?.containerStatuses?.[0]?.containerID, containerID);
+    assert.equal((await running(`url-${node}`)).length, 1);
+    urlAnswer = (_req, res) => {
+      res.end();
+    };
+    await eventually(
+      'the URL pod gone after an empty answer',
+      async () => ((await running(`url-${node}`)).length === 0 ? true : undefined),
+      30_000,
+    );
+  });
+
+  test('with the API server unreachable, a new static pod still starts', async () => {
+    const apiserver = cluster.controlPlane.processes.find((p) => p.name === 'kube-apiserver');
+    assert.ok(apiserver);
+    process.kill(apiserver.pid, 'SIGSTOP');
+    try {
+      await writeFile(join(dir, 'offline.yaml'), manifest(cluster, 'offline', ['sleep', '3600']));
+      await eventually(
+        'the static pod running without the API',
+        async () => ((await running(`offline-${node}`)).length === 1 ? true : undefined),
+        30_000,
+      );
+      assert.equal((await running(`keeper-${node}`)).length, 1);
+    } finally {
+      process.kill(apiserver.pid, 'SIGCONT');
+    }
+    // Once the API is back, the mirror follows.
+    await waitForPod(cluster, 'default', `offline-${node}`, 'Running', isRunningAndReady, 60_000);
+    await rm(join(dir, 'offline.yaml'));
+    await eventually(
+      'the offline pod removed',
+      async () =>
+        (await getPod(cluster, 'default', `offline-${node}`)) === undefined ? true : undefined,
       30_000,
     );
   });
