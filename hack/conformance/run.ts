@@ -6,6 +6,8 @@
  *   node hack/conformance/run.ts [--agents berth,upstream] [--focus REGEX] [--subset]
  *                                [--with slow] [--procs 1|2] [--out DIR] [--no-compat]
  *                                [--upstream-on-berth-failures]
+ *   node hack/conformance/run.ts --from DIR [--agents ...]   (the report again, from DIR's
+ *                                Ginkgo JSON files, e.g. of a run interrupted midway)
  *
  * --focus keeps only the selected specs whose text matches REGEX; --subset runs the
  * fixed quick list of test/conformance/subset.yaml (what `make test` runs). A full run
@@ -21,13 +23,15 @@ import { run } from '../../test/harness/exec.ts';
 import { spawnLogged, e2eBinaries, listSpecs } from './e2e.ts';
 import {
   agentResults,
+  readGinkgoReport,
+  specName,
   buildRows,
   summaryMarkdown,
   writeReport,
   type Report,
   type SpecResult,
 } from './report.ts';
-import { classify, escapeRegExp, loadSelection } from './selection.ts';
+import { classify, escapeRegExp, loadSelection, type Selection } from './selection.ts';
 import { startConformanceCluster, type Agent } from '../../test/harness/conformance-cluster.ts';
 
 export const SUBSET_FILE = join(REPO_ROOT, 'test/conformance/subset.yaml');
@@ -60,17 +64,12 @@ export interface RunOptions {
   readonly log?: (m: string) => void;
 }
 
-/** Builds, selects, runs each agent and writes the report; returns it. */
-export async function runConformance(o: RunOptions): Promise<Report> {
-  const log = o.log ?? ((m: string) => process.stderr.write(`[conformance] ${m}\n`));
-  await mkdir(o.outDir, { recursive: true });
-  log('building e2e.test, ginkgo and CoreDNS (cached by version)');
-  await run('bash', [join(REPO_ROOT, 'hack/conformance/build-go.sh'), 'e2e', 'coredns'], {
-    timeoutMs: 3_600_000,
-  });
-  const bin = e2eBinaries();
-  const selection = await loadSelection(undefined, o.withOptions ?? []);
-  const all = await listSpecs(bin, selection.focus, join(o.outDir, 'list.json'));
+/** The specs of `all` a run selects (with their skip reasons) and how many are not node-facing. */
+function select(
+  selection: Selection,
+  all: readonly string[],
+  o: Pick<RunOptions, 'focus' | 'subset'>,
+): { selected: { name: string; skipReason?: string }[]; outOfScope: number } {
   let outOfScope = 0;
   const selected: { name: string; skipReason?: string }[] = [];
   const focus = o.focus !== undefined ? new RegExp(o.focus) : undefined;
@@ -91,6 +90,66 @@ export async function runConformance(o: RunOptions): Promise<Report> {
     if (missing.length > 0)
       throw new Error(`subset specs not in the suite's selection:\n${missing.join('\n')}`);
   }
+  return { selected, outOfScope };
+}
+
+/**
+ * Rewrites the report of an earlier run's directory from its Ginkgo JSON files (e.g.
+ * after the run was interrupted during the upstream kubelet's turn): the agents whose
+ * ginkgo-<agent>.json exists, the rest marked not run.
+ */
+export async function reportFrom(
+  outDir: string,
+  o: Pick<RunOptions, 'agents' | 'focus' | 'subset' | 'withOptions'>,
+): Promise<Report> {
+  const selection = await loadSelection(undefined, o.withOptions ?? []);
+  const match = new RegExp(selection.focus);
+  const all = (await readGinkgoReport(join(outDir, 'list.json')))
+    .map(specName)
+    .filter((n) => match.test(n));
+  const { selected, outOfScope } = select(selection, all, o);
+  const results: Record<string, Map<string, SpecResult>> = {};
+  const notRun: Record<string, string> = {};
+  for (const agent of o.agents) {
+    results[agent] = await agentResults(join(outDir, `ginkgo-${agent}.json`)).catch(() => {
+      notRun[agent] = 'its run did not finish (no Ginkgo report)';
+      return new Map<string, SpecResult>();
+    });
+    if (
+      agent === 'upstream' &&
+      results[agent].size > 0 &&
+      results[agent].size < selected.length / 2
+    ) {
+      notRun[agent] =
+        `ran only the ${String(results[agent].size)} specs that did not pass on berth (--upstream-on-berth-failures)`;
+    }
+  }
+  const report: Report = {
+    date: new Date().toISOString(),
+    kubernetesVersion: pinnedVersions()['KUBERNETES_VERSION'] ?? '?',
+    command: ['make conformance', ...process.argv.slice(2)].join(' '),
+    agents: o.agents,
+    selected: selected.length,
+    outOfScope,
+    rows: buildRows(selected, results),
+    notRun,
+  };
+  await writeReport(report, join(outDir, 'report.md'), join(outDir, 'report.json'));
+  return report;
+}
+
+/** Builds, selects, runs each agent and writes the report; returns it. */
+export async function runConformance(o: RunOptions): Promise<Report> {
+  const log = o.log ?? ((m: string) => process.stderr.write(`[conformance] ${m}\n`));
+  await mkdir(o.outDir, { recursive: true });
+  log('building e2e.test, ginkgo and CoreDNS (cached by version)');
+  await run('bash', [join(REPO_ROOT, 'hack/conformance/build-go.sh'), 'e2e', 'coredns'], {
+    timeoutMs: 3_600_000,
+  });
+  const bin = e2eBinaries();
+  const selection = await loadSelection(undefined, o.withOptions ?? []);
+  const all = await listSpecs(bin, selection.focus, join(o.outDir, 'list.json'));
+  const { selected, outOfScope } = select(selection, all, o);
   const toRun = selected.filter((s) => s.skipReason === undefined).map((s) => s.name);
   log(
     `${String(selected.length)} specs selected, ${String(toRun.length)} to run, ${String(outOfScope)} not node-facing`,
@@ -205,6 +264,7 @@ if (import.meta.main) {
       out: { type: 'string' },
       'no-compat': { type: 'boolean', default: false },
       'upstream-on-berth-failures': { type: 'boolean', default: false },
+      from: { type: 'string' },
     },
   });
   const agents = values.agents.split(',').map((a) => a.trim());
@@ -213,16 +273,22 @@ if (import.meta.main) {
       throw new Error(`unknown agent ${a} (berth or upstream)`);
   const procs = Math.min(2, Math.max(1, Number(values.procs)));
   const stamp = new Date().toISOString().replace(/[:]/g, '').replace(/\..*$/, '');
-  const outDir = values.out ?? join(REPO_ROOT, '.conformance', stamp);
-  const report = await runConformance({
+  const outDir = values.from ?? values.out ?? join(REPO_ROOT, '.conformance', stamp);
+  const common = {
     agents: agents as Agent[],
     ...(values.focus !== undefined && { focus: values.focus }),
     ...(values.subset && { subset: await loadSubset() }),
     withOptions: values.with,
-    upstreamOnBerthFailures: values['upstream-on-berth-failures'],
-    procs,
-    outDir,
-  });
+  };
+  const report =
+    values.from !== undefined
+      ? await reportFrom(values.from, common)
+      : await runConformance({
+          ...common,
+          upstreamOnBerthFailures: values['upstream-on-berth-failures'],
+          procs,
+          outDir,
+        });
   if (values.focus === undefined && !values.subset && !values['no-compat']) {
     await updateCompatibility(report, outDir);
   }

@@ -37,6 +37,8 @@ export interface BerthNodeOptions {
    * (nodes/proxy), so the conformance suite's node uses the pod bridge's gateway.
    */
   readonly nodeIp?: string;
+  /** The kubelet API's port (default: a free port). */
+  readonly port?: number;
 }
 
 export interface BerthNode {
@@ -83,7 +85,7 @@ export async function startBerth(
   });
   const dir = join(cluster.root, 'nodes', nodeName, 'berth');
   await mkdir(dir, { recursive: true });
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const healthzPort = await freePort();
   const configFile = join(dir, 'config.yaml');
   const certDir = join(dir, 'pki');

@@ -27,6 +27,12 @@ export type Agent = 'berth' | 'upstream';
 export const CLUSTER_DNS_IP = '10.96.0.10';
 export const CLUSTER_DOMAIN = 'cluster.local';
 export const CONFORMANCE_NODE = 'conformance-node';
+/**
+ * The kubelet API's port, upstream's default: the suite reaches the node through the
+ * API server's node proxy at <node>:10250 in places (e.g. listing the node's pods),
+ * not always at the port the Node reports. Bound on the bridge address only.
+ */
+export const KUBELET_PORT = 10250;
 
 export interface ConformanceCluster {
   readonly cluster: Cluster;
@@ -250,6 +256,7 @@ export async function startConformanceCluster(
           berth = await startBerth(cluster, {
             nodeName,
             nodeIp,
+            port: KUBELET_PORT,
             extraConfig: [`clusterDNS: [${CLUSTER_DNS_IP}]`, `clusterDomain: ${CLUSTER_DOMAIN}`],
           });
           const node = berth;
@@ -274,6 +281,7 @@ export async function startConformanceCluster(
           upstream = await startUpstreamKubelet(cluster, {
             nodeName,
             nodeIp,
+            port: KUBELET_PORT,
             config: { clusterDNS: [CLUSTER_DNS_IP], clusterDomain: CLUSTER_DOMAIN },
             log,
           });
