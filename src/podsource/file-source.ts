@@ -21,7 +21,13 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
-import { decodeStaticPod, ManifestError, MAX_MANIFEST_BYTES, podFullName } from './static-pod.ts';
+import {
+  decodeStaticPod,
+  ManifestError,
+  MAX_MANIFEST_BYTES,
+  podFullName,
+  type DecodedPod,
+} from './static-pod.ts';
 
 export interface StaticSourceOptions {
   readonly nodeName: string;
@@ -78,6 +84,7 @@ export class FileSource {
   readonly #problems: ProblemLog;
   #wake: (() => void) | undefined;
   #woken = false;
+  readonly #decoded = new Map<string, { data: string; result: DecodedPod | ManifestError }>();
 
   constructor(options: FileSourceOptions) {
     this.#o = { ...options, path: options.path.replace(/\/+$/, '') || '/' };
@@ -195,7 +202,32 @@ export class FileSource {
       }
       byName.set(key, { pod, file });
     }
+    const present = new Set(names.map((n) => join(dir, n)));
+    for (const file of [...this.#decoded.keys()])
+      if (!present.has(file)) this.#decoded.delete(file);
     return [...byName.values()].map((e) => e.pod);
+  }
+
+  /**
+   * Decodes a manifest, reusing the last result while its bytes are unchanged: every
+   * period re-reads every file, and YAML parsing is most of a read's CPU.
+   */
+  #decode(file: string, data: string): DecodedPod {
+    const cached = this.#decoded.get(file);
+    if (cached?.data === data) {
+      if (cached.result instanceof ManifestError) throw cached.result;
+      return cached.result;
+    }
+    let result: DecodedPod | ManifestError;
+    try {
+      result = decodeStaticPod(data, { nodeName: this.#o.nodeName, source: file, kind: 'file' });
+    } catch (err) {
+      if (!(err instanceof ManifestError)) throw err;
+      result = err;
+    }
+    this.#decoded.set(file, { data, result });
+    if (result instanceof ManifestError) throw result;
+    return result;
   }
 
   /** One manifest; undefined (and reported) when it cannot be used. */
@@ -215,11 +247,7 @@ export class FileSource {
       }
       if (!info.isFile()) throw new ManifestError('manifest path is not a directory or file');
       const data = await readAtMost(file, MAX_MANIFEST_BYTES);
-      const { pod, warnings } = decodeStaticPod(data, {
-        nodeName: this.#o.nodeName,
-        source: file,
-        kind: 'file',
-      });
+      const { pod, warnings } = this.#decode(file, data);
       if (warnings.length > 0) this.#problems.report(file, warnings.join(', '));
       return pod;
     } catch (err) {
