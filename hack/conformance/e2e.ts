@@ -65,7 +65,11 @@ export interface RunSpec {
 }
 
 /** Runs the selected specs with the Ginkgo CLI; resolves to its exit code. */
-export function spawnLogged(bin: E2eBinaries, s: RunSpec): Promise<number | null> {
+export function spawnLogged(
+  bin: E2eBinaries,
+  signal: AbortSignal,
+  s: RunSpec,
+): Promise<number | null> {
   const fd = openSync(s.logFile, 'a');
   try {
     const child = spawn(
@@ -92,10 +96,15 @@ export function spawnLogged(bin: E2eBinaries, s: RunSpec): Promise<number | null
       {
         stdio: ['ignore', fd, fd],
         env: { ...process.env, KUBE_TEST_REPO_LIST: s.repoList },
+        // Ginkgo passes an interrupt on to its processes and writes its reports.
+        signal,
+        killSignal: 'SIGINT',
       },
     );
     return new Promise((resolve, reject) => {
-      child.once('error', reject);
+      child.once('error', (err) => {
+        if (!signal.aborted) reject(err);
+      });
       child.once('exit', (code) => {
         resolve(code);
       });

@@ -157,15 +157,21 @@ export async function runConformance(o: RunOptions): Promise<Report> {
   const results: Record<string, Map<string, SpecResult>> = {};
   const notRun: Record<string, string> = {};
   const env = await startConformanceCluster({ log });
+  // Interrupted: stop Ginkgo, start no further agent, tear down and still report.
+  const interrupt = new AbortController();
   const onSignal = (): void => {
-    log('interrupted: stopping the cluster');
-    void env.stop().finally(() => process.exit(130));
+    log('interrupted: stopping the run, then the cluster');
+    interrupt.abort();
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
     for (const agent of o.agents) {
       results[agent] = new Map();
+      if (interrupt.signal.aborted) {
+        notRun[agent] = 'the run was interrupted before it';
+        continue;
+      }
       const specs =
         agent === 'upstream' && o.upstreamOnBerthFailures === true && results['berth'] !== undefined
           ? toRun.filter((n) => results['berth']?.get(n)?.outcome !== 'passed')
@@ -182,7 +188,7 @@ export async function runConformance(o: RunOptions): Promise<Report> {
         log(
           `${agent}: running ${String(toRun.length)} specs with ${String(o.procs ?? 2)} Ginkgo processes (log: ${join(o.outDir, `e2e-${agent}.log`)})`,
         );
-        const code = await spawnLogged(bin, {
+        const code = await spawnLogged(bin, interrupt.signal, {
           // No ^: Ginkgo matches a text that does not start with the first container's.
           focus: `(?:${specs.map(escapeRegExp).join('|')})$`,
           procs: o.procs ?? 2,
