@@ -10,6 +10,8 @@ import type { Container, Pod, Secret } from 'kubernetes-types/core/v1.js';
 import { CriError, cri, type CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { ImageManager } from '../images/manager.ts';
+import { recordContainerStarted, type ContainerType } from '../metrics/pod-metrics.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
 import { containerBackoffKey } from '../kuberuntime/plan.ts';
 import { effectiveRunAs, verifyRunAsNonRoot, type ImageUser } from '../kuberuntime/security.ts';
 import {
@@ -70,6 +72,8 @@ export interface ContainerStartDeps {
   readonly etcHosts: (pod: Pod) => string | undefined;
   readonly postStart?: PostStartRunner;
   readonly seccomp?: ContainerConfigOptions;
+  /** kubelet_started_containers_total and its errors. */
+  readonly metrics?: KubeletMetrics;
 }
 
 export interface ContainerStartContext {
@@ -138,8 +142,37 @@ async function checkRunAsNonRoot(
   verifyRunAsNonRoot(pod, spec, user);
 }
 
-/** Returns a requeue delay when the container must wait (image back-off, config errors). */
+/** Upstream's container_type label of a container of the pod. */
+function containerType(pod: Pod, name: string): ContainerType {
+  if ((pod.spec?.initContainers ?? []).some((c) => c.name === name)) return 'init_container';
+  if ((pod.spec?.ephemeralContainers ?? []).some((c) => c.name === name))
+    return 'ephemeral_container';
+  return 'container';
+}
+
+/**
+ * Starts one container: image, config, CreateContainer, StartContainer, postStart.
+ * Returns a requeue delay when the container must wait (image back-off, config errors).
+ * Every attempt counts in kubelet_started_containers_total, and a failed one in
+ * ..._errors_total under its waiting reason (ErrImagePull, CreateContainerError, …), as
+ * upstream counts them.
+ */
 export async function startContainer(
+  deps: ContainerStartDeps,
+  ctx: ContainerStartContext,
+  signal: AbortSignal,
+): Promise<number | undefined> {
+  const requeue = await attemptStart(deps, ctx, signal);
+  const failure = ctx.waiting.get(ctx.spec.name);
+  recordContainerStarted(
+    deps.metrics,
+    containerType(ctx.pod, ctx.spec.name),
+    failure === undefined ? undefined : { code: failure.reason },
+  );
+  return requeue;
+}
+
+async function attemptStart(
   deps: ContainerStartDeps,
   ctx: ContainerStartContext,
   signal: AbortSignal,

@@ -20,6 +20,7 @@ import {
   type ContainerLogManager,
   type LogRotatePolicy,
 } from '../logs/index.ts';
+import { runtimeCounts } from '../metrics/pod-metrics.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { LeaseController } from '../nodelease/controller.ts';
 import type { NodeReserved } from '../nodestatus/build.ts';
@@ -200,6 +201,9 @@ export class Kubelet {
         this.#onPlegEvents(events);
       },
     });
+    // kubelet_running_pods / kubelet_running_containers, counted at scrape time from
+    // the PLEG's cache (what upstream's collectors read from its runtime cache).
+    metrics?.observeRuntime(() => runtimeCounts(this.pleg));
     const images = new ImageManager({
       images: cri.image,
       recorder,

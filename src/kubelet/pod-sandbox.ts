@@ -12,6 +12,9 @@ import type { EventRecorder } from '../events/types.ts';
 import { isNotFound, type KubeClient } from '../kube/types.ts';
 import type { RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
 import { stopContainerWithHooks, type StopDeps } from '../lifecycle/stop.ts';
+import { recordPodStarted, recordRunPodSandbox } from '../metrics/pod-metrics.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
+import type { Clock } from '../util/clock.ts';
 import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
 
 export function describeError(err: unknown): string {
@@ -34,6 +37,9 @@ export interface SandboxDeps {
   readonly recorder: EventRecorder;
   readonly runtimeConfig: RuntimeConfigOptions;
   readonly podCgroups?: PodCgroups;
+  readonly clock: Clock;
+  /** kubelet_started_pods_total, kubelet_run_podsandbox_duration_seconds and their errors. */
+  readonly metrics?: KubeletMetrics;
 }
 
 /** The CRI runtime handler of the pod's RuntimeClass ('' for the runtime's default). */
@@ -62,6 +68,28 @@ export interface CreatedSandbox {
  * Makes the pod's sandbox. A failure (other than cancellation) is reported as upstream
  * does, a FailedCreatePodSandBox event, and answered undefined so the caller retries.
  */
+/** RunPodSandbox, timed per runtime handler as upstream's instrumented service times it. */
+async function timedRunPodSandbox(
+  deps: SandboxDeps,
+  config: cri.PodSandboxConfig,
+  handler: string,
+  signal: AbortSignal,
+): Promise<string> {
+  const started = deps.clock.now();
+  const seconds = () => (deps.clock.now() - started) / 1000;
+  try {
+    const { podSandboxId } = await deps.cri.runtime.runPodSandbox(
+      { config, runtimeHandler: handler },
+      { signal },
+    );
+    recordRunPodSandbox(deps.metrics, handler, seconds());
+    return podSandboxId;
+  } catch (err) {
+    recordRunPodSandbox(deps.metrics, handler, seconds(), false);
+    throw err;
+  }
+}
+
 export async function createPodSandbox(
   deps: SandboxDeps,
   pod: Pod,
@@ -69,18 +97,18 @@ export async function createPodSandbox(
   signal: AbortSignal,
 ): Promise<CreatedSandbox | undefined> {
   await deps.podCgroups?.ensurePod(pod);
+  // Every attempt counts in kubelet_started_pods_total, a failed one in its errors too.
+  recordPodStarted(deps.metrics);
   try {
     // Inside the try: a pod the config cannot be made for (an FQDN too long for the
     // kernel) is reported as a failed sandbox creation too.
     const config = sandboxConfig(pod, attempt, deps.runtimeConfig);
     const handler = await runtimeHandler(deps.kube, pod, signal);
-    const { podSandboxId } = await deps.cri.runtime.runPodSandbox(
-      { config, runtimeHandler: handler },
-      { signal },
-    );
+    const podSandboxId = await timedRunPodSandbox(deps, config, handler, signal);
     return { id: podSandboxId, config };
   } catch (err) {
     if (signal.aborted) throw err;
+    recordPodStarted(deps.metrics, false);
     deps.recorder.event(
       podTarget(pod),
       'Warning',

@@ -20,6 +20,7 @@ import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { HandlerRunner } from '../lifecycle/handler.ts';
 import { runPostStart, type StopDeps } from '../lifecycle/stop.ts';
 import type { ContainerLogManager } from '../logs/index.ts';
+import { recordPodStartDuration } from '../metrics/pod-metrics.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { Clock } from '../util/clock.ts';
 import { VolumeError, type PodVolumes, type VolumeManager } from '../volumes/types.ts';
@@ -76,6 +77,11 @@ export class PodSync implements PodSyncer {
   readonly #waiting = new Map<string, Map<string, WaitingReason>>();
   /** Why a pod failed as a whole (deadline), kept for every later status of it. */
   readonly #failed = new Map<string, { reason: string; message: string }>();
+  /**
+   * When each pod was first synced (right after the source handed it over), for
+   * kubelet_pod_start_duration_seconds; dropped with the pod's other state when it goes.
+   */
+  readonly #firstSeen = new Map<string, number>();
 
   readonly #hooks: StopDeps;
 
@@ -135,6 +141,11 @@ export class PodSync implements PodSyncer {
       }),
       ...(podFailure !== undefined && { podFailure }),
     });
+    if (status.phase === 'Running' && (previous?.phase ?? 'Pending') === 'Pending') {
+      // kubelet_pod_start_duration_seconds: first seen by this kubelet to Running.
+      const seen = this.#firstSeen.get(uid);
+      if (seen !== undefined) recordPodStartDuration(this.#o.metrics, seen, this.#o.clock.now());
+    }
     this.#o.status.set(pod, status);
     return status.phase;
   }
@@ -161,6 +172,7 @@ export class PodSync implements PodSyncer {
   async syncPod(pod: Pod, signal: AbortSignal): Promise<SyncResult> {
     const { recorder, clock } = this.#o;
     const uid = pod.metadata?.uid ?? '';
+    if (!this.#firstSeen.has(uid)) this.#firstSeen.set(uid, clock.now());
     const waiting = new Map<string, WaitingReason>();
     this.#waiting.set(uid, waiting);
     const deadlineMs = this.#activeDeadlineRemaining(pod);
@@ -327,6 +339,7 @@ export class PodSync implements PodSyncer {
       volumes: o.volumes,
       etcHosts: () => hostsFile,
       seccomp: o.runtimeConfig,
+      ...(o.metrics !== undefined && { metrics: o.metrics }),
       postStart: async (pod, container, containerId, signal) => {
         const r = await runPostStart(this.#hooks, { pod, container, containerId }, signal);
         return r.ok ? undefined : r.message;
@@ -400,6 +413,7 @@ export class PodSync implements PodSyncer {
     this.#o.status.remove(uid);
     this.#waiting.delete(uid);
     this.#failed.delete(uid);
+    this.#firstSeen.delete(uid);
     for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
       this.#o.crashBackoff.reset(containerBackoffKey(uid, c.name));
     }

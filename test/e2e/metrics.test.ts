@@ -1,0 +1,113 @@
+/**
+ * /metrics of a running berth, scraped as Prometheus does (the apiserver's kubelet
+ * client certificate, straight to :10250): each kubelet_* series upstream's dashboards
+ * use is there and moves as pods start (issue #34: these were built but never wired).
+ */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { after, before, describe, test } from 'node:test';
+import { startBerth, type BerthNode } from '../harness/berth-node.ts';
+import { startCluster, type Cluster } from '../harness/cluster.ts';
+import { callBerth, type ClientCert } from '../harness/kubelet-api-client.ts';
+import {
+  applyJson,
+  busyboxPod,
+  eventually,
+  isRunningAndReady,
+  waitForPod,
+} from '../harness/kube-helpers.ts';
+
+/** The value of one sample line, e.g. `kubelet_running_pods` or `x{a="b"}`; 0 when absent. */
+function sample(text: string, series: string): number {
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
+  }
+  return 0;
+}
+
+describe('kubelet metrics from a running berth', () => {
+  let cluster: Cluster;
+  let berth: BerthNode;
+  let port: number;
+  let ca: Buffer;
+  let client: ClientCert;
+  const scrape = async (): Promise<string> => {
+    const r = await callBerth(port, ca, '/metrics', client);
+    assert.equal(r.status, 200);
+    return r.body;
+  };
+
+  before(async () => {
+    cluster = await startCluster({ runtime: 'containerd2' });
+    berth = await startBerth(cluster);
+    port = Number(/^port: (\d+)$/m.exec(await readFile(berth.configFile, 'utf8'))?.[1]);
+    ca = await readFile(cluster.pki.ca.cert);
+    client = {
+      cert: await readFile(cluster.pki.kubeletClient.cert),
+      key: await readFile(cluster.pki.kubeletClient.key),
+    };
+  });
+
+  after(async () => {
+    await berth.stop();
+    await cluster.stop();
+    assert.deepEqual(await cluster.leaks(), []);
+  });
+
+  test('pod and container series move as pods start', async () => {
+    // The API listens once berth's start-up is through (the node may register first).
+    const before = await eventually('the kubelet API', () => scrape().catch(() => undefined));
+    await applyJson(cluster, busyboxPod(cluster, 'one', berth.nodeName));
+    await applyJson(cluster, {
+      ...busyboxPod(cluster, 'init', berth.nodeName),
+      spec: {
+        ...busyboxPod(cluster, 'init', berth.nodeName).spec,
+        initContainers: [
+          {
+            name: 'prepare',
+            image: cluster.images.busyboxLocal,
+            imagePullPolicy: 'IfNotPresent',
+            command: ['true'],
+          },
+        ],
+      },
+    });
+    await applyJson(
+      cluster,
+      busyboxPod(cluster, 'no-image', berth.nodeName, {
+        image: `${cluster.images.busyboxLocal}-does-not-exist`,
+      }),
+    );
+    await waitForPod(cluster, 'default', 'one', 'running', isRunningAndReady);
+    await waitForPod(cluster, 'default', 'init', 'running', isRunningAndReady);
+    const text = await eventually('the running pods counted', async () => {
+      const t = await scrape();
+      return sample(t, 'kubelet_running_pods') >= 3 ? t : undefined;
+    });
+    const grew = (series: string, by: number) => {
+      assert.ok(
+        sample(text, series) - sample(before, series) >= by,
+        `${series}: ${String(sample(before, series))} -> ${String(sample(text, series))}`,
+      );
+    };
+    // Three sandboxes ready (the pod whose image is missing has one too).
+    grew('kubelet_running_pods', 3);
+    grew('kubelet_running_containers{container_state="running"}', 2);
+    grew('kubelet_running_containers{container_state="exited"}', 1);
+    grew('kubelet_started_pods_total', 3);
+    grew('kubelet_started_containers_total{container_type="container"}', 3);
+    grew('kubelet_started_containers_total{container_type="init_container"}', 1);
+    grew(
+      'kubelet_started_containers_errors_total{container_type="container",code="ErrImagePull"}',
+      1,
+    );
+    grew('kubelet_run_podsandbox_duration_seconds_count{runtime_handler=""}', 3);
+    grew('kubelet_pod_start_duration_seconds_count', 2);
+    grew('kubelet_pod_worker_duration_seconds_count{operation_type="create"}', 3);
+    assert.ok(sample(text, 'kubelet_pleg_relist_duration_seconds_count') > 0);
+    assert.ok(
+      sample(text, 'kubelet_runtime_operations_total{operation_type="run_podsandbox"}') >= 3,
+      'runtime operations are counted per CRI method',
+    );
+  });
+});
