@@ -403,6 +403,32 @@ describe('static pods and mirror pods on berth', () => {
     );
   });
 
+  test('kubectl logs and exec reach a static pod through its mirror', async () => {
+    await writeFile(
+      join(dir, 'talker.yaml'),
+      manifest(cluster, 'talker', ['sh', '-c', 'echo hello from a static pod; sleep 3600']),
+    );
+    await waitForPod(cluster, 'default', `talker-${node}`, 'Running', isRunningAndReady, 30_000);
+    const logs = await eventually(
+      'the static pod logs',
+      async () => {
+        const out = await cluster.kubectl(['logs', `talker-${node}`]);
+        return out.includes('hello from a static pod') ? out : undefined;
+      },
+      30_000,
+    );
+    assert.match(logs, /hello from a static pod/);
+    const out = await cluster.kubectl(['exec', `talker-${node}`, '--', 'echo', 'exec works']);
+    assert.equal(out.trim(), 'exec works');
+    await rm(join(dir, 'talker.yaml'));
+    await eventually(
+      'the talker pod gone',
+      async () =>
+        (await getPod(cluster, 'default', `talker-${node}`)) === undefined ? true : undefined,
+      30_000,
+    );
+  });
+
   test('berth SIGKILLed and restarted adopts its static pods without restarting them', async () => {
     const mirror = await waitForPod(
       cluster,
