@@ -27,6 +27,10 @@ export interface HousekeepingOptions {
   readonly volumes?: Pick<VolumeManager, 'cleanupOrphans'>;
   /** Removes the cgroups of pods that are gone. */
   readonly podCgroups?: Pick<PodCgroups, 'cleanupOrphans' | 'updateQos'>;
+  /** Caches keyed by runtime object that forget what the runtime no longer has. */
+  readonly runtimeCaches?: readonly { prune(liveIds: ReadonlySet<string>): void }[];
+  /** Back-offs whose idle entries are dropped (upstream's backOff.GC in housekeeping). */
+  readonly backoffs?: readonly { gc(): void }[];
   readonly periodMs?: number;
   readonly gcPeriodMs?: number;
 }
@@ -160,5 +164,19 @@ export class Housekeeping {
       }
     }
     if (removed > 0) await pleg.relist(signal);
+    this.#pruneCaches();
+  }
+
+  /** Every per-object cache shrinks back to what the runtime still has. */
+  #pruneCaches(): void {
+    const { pleg } = this.#o;
+    const live = new Set<string>();
+    for (const uid of pleg.uids()) {
+      const snapshot = pleg.get(uid);
+      for (const c of snapshot.containers) live.add(c.id);
+      for (const s of snapshot.sandboxes) live.add(s.id);
+    }
+    for (const cache of this.#o.runtimeCaches ?? []) cache.prune(live);
+    for (const backoff of this.#o.backoffs ?? []) backoff.gc();
   }
 }

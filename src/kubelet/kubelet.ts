@@ -62,6 +62,7 @@ import { RuntimeStatusReader } from './runtime-status.ts';
 import { StaticPods, type StaticPodOptions } from './static-pods.ts';
 import { podConsumer } from './pod-consumer.ts';
 
+const POD_BACKOFF = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 } as const;
 export interface KubeletOptions {
   readonly nodeName: string;
   readonly nodeIPs: readonly string[];
@@ -204,12 +205,16 @@ export class Kubelet {
     // kubelet_running_pods / kubelet_running_containers, counted at scrape time from
     // the PLEG's cache (what upstream's collectors read from its runtime cache).
     metrics?.observeRuntime(() => runtimeCounts(this.pleg));
+    // Upstream's image pull and container restart back-offs: 10 s doubling to 5 min.
+    const imageBackoff = new Backoff(clock, POD_BACKOFF);
+    const crashBackoff = new Backoff(clock, POD_BACKOFF);
+    const reader = new RuntimeStatusReader(cri.runtime);
     const images = new ImageManager({
       images: cri.image,
       recorder,
       clock,
       logger: logger.child({ component: 'images' }),
-      backoff: new Backoff(clock, { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 }),
+      backoff: imageBackoff,
       maxParallelPulls: options.maxParallelImagePulls,
       ...(metrics !== undefined && { metrics }),
     });
@@ -229,17 +234,13 @@ export class Kubelet {
       cri,
       kube,
       pleg: this.pleg,
-      reader: new RuntimeStatusReader(cri.runtime),
+      reader,
       images,
       status: this.status,
       recorder,
       clock,
       logger,
-      crashBackoff: new Backoff(clock, {
-        initialMs: 10_000,
-        maxMs: 300_000,
-        resetAfterMs: 600_000,
-      }),
+      crashBackoff,
       runtimeConfig: runtimeConfigOf(
         options,
         recorder,
@@ -355,6 +356,8 @@ export class Kubelet {
       logger: logger.child({ component: 'housekeeping' }),
       volumes: this.volumes.volumes,
       ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
+      runtimeCaches: [reader],
+      backoffs: [crashBackoff, imageBackoff],
     });
     this.server = kubeletServerOf(options, {
       kube,

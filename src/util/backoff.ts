@@ -68,6 +68,11 @@ export class Backoff {
     this.#entries.delete(key);
   }
 
+  /** How many keys it holds (idle ones included until gc): its memory, for leak checks. */
+  get size(): number {
+    return this.#entries.size;
+  }
+
   /** Drops entries idle for longer than the reset period (upstream's GC). */
   gc(): void {
     const now = this.#clock.now();

@@ -1,0 +1,79 @@
+/**
+ * Housekeeping's garbage-collection pass keeps the per-object caches of a long-lived
+ * berth bounded: the runtime status reader forgets containers and sandboxes the runtime
+ * no longer has, and the back-offs drop entries idle past their reset period.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { FakeCriClient } from '../cri/fake/index.ts';
+import { cri } from '../cri/index.ts';
+import { RelistPleg } from '../pleg/generic.ts';
+import { PodWorkers } from '../podworkers/pod-workers.ts';
+import { Backoff } from '../util/backoff.ts';
+import { FakeClock } from '../util/clock.ts';
+import { MemoryLogger } from '../util/logger.ts';
+import { Housekeeping } from './housekeeping.ts';
+
+const IMAGE = '127.0.0.1:5000/berth/busybox:1.35.0';
+
+describe('Housekeeping garbage collection', () => {
+  test('prunes runtime caches to the live objects and garbage-collects back-offs', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1));
+    const client = new FakeCriClient({ clock });
+    client.addImage(IMAGE, { preloaded: true });
+    const logger = new MemoryLogger();
+    const pleg = new RelistPleg({ runtime: client.runtime, clock, logger, onEvents: () => {} });
+    const { podSandboxId } = await client.runtime.runPodSandbox({
+      config: cri.PodSandboxConfig.fromPartial({
+        metadata: { name: 'p', namespace: 'ns', uid: 'u1', attempt: 0 },
+        labels: { 'io.kubernetes.pod.uid': 'u1' },
+      }),
+    });
+    const { containerId } = await client.runtime.createContainer({
+      podSandboxId,
+      config: cri.ContainerConfig.fromPartial({
+        metadata: { name: 'c', attempt: 0 },
+        labels: { 'io.kubernetes.pod.uid': 'u1', 'io.kubernetes.container.name': 'c' },
+        image: { image: IMAGE },
+      }),
+    });
+    await pleg.relist();
+    const pruned: ReadonlySet<string>[] = [];
+    const backoff = new Backoff(clock, {
+      initialMs: 10_000,
+      maxMs: 300_000,
+      resetAfterMs: 600_000,
+    });
+    backoff.next('u1/c');
+    const housekeeping = new Housekeeping({
+      cri: client,
+      pleg,
+      source: { synced: true, pods: () => new Map() },
+      podWorkers: new PodWorkers({
+        syncer: {
+          syncPod: () => Promise.resolve({}),
+          syncTerminatingPod: () => Promise.resolve(),
+          syncTerminatedPod: () => Promise.resolve(),
+        },
+        clock,
+        logger,
+      }),
+      clock,
+      logger,
+      runtimeCaches: [{ prune: (ids) => pruned.push(ids) }],
+      backoffs: [backoff],
+    });
+    await housekeeping.garbageCollect(AbortSignal.timeout(10_000));
+    assert.deepEqual([...(pruned[0] ?? [])].sort(), [containerId, podSandboxId].sort());
+    assert.equal(backoff.size, 1, 'a fresh back-off entry is kept');
+    // Ten minutes idle: the entry is dropped, and so is the runtime object once gone.
+    await clock.advance(600_001);
+    await client.runtime.removeContainer({ containerId });
+    await client.runtime.stopPodSandbox({ podSandboxId });
+    await client.runtime.removePodSandbox({ podSandboxId });
+    await pleg.relist();
+    await housekeeping.garbageCollect(AbortSignal.timeout(10_000));
+    assert.deepEqual([...(pruned[1] ?? [])], []);
+    assert.equal(backoff.size, 0);
+  });
+});
