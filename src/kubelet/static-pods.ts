@@ -138,10 +138,7 @@ export class StaticPods {
       pods: this.config,
       clock,
       logger: log,
-      terminating: (uid) => {
-        const state = deps.podWorkers().state(uid);
-        return state === 'terminating' || state === 'terminated';
-      },
+      syncing: (uid) => deps.podWorkers().state(uid) === 'syncing',
       onMirror: deps.onMirror,
     });
   }
@@ -172,6 +169,7 @@ export class StaticPods {
     const workers = this.#d.podWorkers();
     if (previous === undefined || previous === uid || workers.state(previous) === undefined) {
       this.#d.consumer.add(pod);
+      this.mirrors.kick();
       return;
     }
     this.#d.logger.info('Static pod waits for the previous pod of its name to stop', {
@@ -183,6 +181,7 @@ export class StaticPods {
       // Still wanted, and still the newest of its name?
       if (this.#started.get(name) !== uid || !this.config.pods().has(uid)) return;
       this.#d.consumer.add(this.config.pods().get(uid) ?? pod);
+      this.mirrors.kick();
     });
   }
 }

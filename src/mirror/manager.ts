@@ -37,8 +37,12 @@ export interface MirrorPodManagerOptions {
   readonly pods: MirrorPodView;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Whether the static pod is being stopped (no mirror is made for it then). */
-  readonly terminating?: (uid: string) => boolean;
+  /**
+   * Whether the static pod runs (its pod worker is syncing). As upstream makes the
+   * mirror in the pod's sync, a pod held back behind an older one of its name, rejected
+   * by admission or being stopped gets none.
+   */
+  readonly syncing?: (uid: string) => boolean;
   /** A static pod's mirror now exists (its status may be written). */
   readonly onMirror?: (staticUID: string) => void;
   readonly periodMs?: number;
@@ -50,6 +54,12 @@ export class MirrorPodManager {
   #wake: (() => void) | undefined;
   /** Failures already logged, so a down API server does not fill the log every round. */
   readonly #failing = new Set<string>();
+  /**
+   * Requests made whose effect the API source has not shown yet (full name -> hash
+   * created; mirror UIDs deleted), so the next round does not repeat them.
+   */
+  readonly #created = new Map<string, { hash: string; at: number }>();
+  readonly #deleted = new Map<string, number>();
 
   constructor(options: MirrorPodManagerOptions) {
     this.#o = options;
@@ -104,51 +114,67 @@ export class MirrorPodManager {
 
   /** One pass over the static and mirror pods; errors are logged and retried next round. */
   async reconcile(signal: AbortSignal): Promise<void> {
-    const { pods, client } = this.#o;
+    const { pods } = this.#o;
     const wanted = new Map<string, Pod>();
     for (const pod of pods.staticPods()) wanted.set(podFullName(pod), pod);
     const mirrors = pods.mirrorPods();
+    this.#forgetSettled(mirrors);
     for (const [name, pod] of wanted) {
       const uid = pod.metadata?.uid ?? '';
-      if (this.#o.terminating?.(uid) === true) continue;
-      const mirror = mirrors.get(name);
-      const hash = pod.metadata?.annotations?.[CONFIG_HASH_ANNOTATION];
-      let current = mirror;
+      if (this.#o.syncing?.(uid) === false) continue;
+      const hash = pod.metadata?.annotations?.[CONFIG_HASH_ANNOTATION] ?? '';
+      let mirror = mirrors.get(name);
+      if (mirror !== undefined && this.#deleted.has(mirror.metadata?.uid ?? '')) mirror = undefined;
       if (
         mirror !== undefined &&
         (mirror.metadata?.deletionTimestamp != null ||
           mirror.metadata?.annotations?.[CONFIG_MIRROR_ANNOTATION] !== hash)
       ) {
         this.#o.logger.info('Deleting mirror pod because it is outdated', { pod: name });
-        await this.#attempt(`delete ${name}`, signal, () =>
-          client.delete(
-            mirror.metadata?.namespace ?? '',
-            mirror.metadata?.name ?? '',
-            mirror.metadata?.uid,
-            signal,
-          ),
-        );
-        current = undefined;
+        await this.#delete(mirror, signal);
+        mirror = undefined;
       }
-      if (current === undefined) {
+      const pending = this.#created.get(name);
+      if (mirror === undefined && pending?.hash !== hash) {
         this.#o.logger.info('Creating a mirror pod for static pod', { pod: name, podUID: uid });
-        const ok = await this.#attempt(`create ${name}`, signal, () => client.create(pod, signal));
-        if (ok) this.#o.onMirror?.(uid);
+        const ok = await this.#attempt(`create ${name}`, signal, () =>
+          this.#o.client.create(pod, signal),
+        );
+        if (ok) {
+          this.#created.set(name, { hash, at: this.#o.clock.now() });
+          this.#o.onMirror?.(uid);
+        }
       }
       if (isAborted(signal)) return;
     }
     if (!pods.synced) return;
     for (const [name, mirror] of mirrors) {
-      if (wanted.has(name)) continue;
+      if (wanted.has(name) || this.#deleted.has(mirror.metadata?.uid ?? '')) continue;
       this.#o.logger.info('Deleting orphaned mirror pod', { pod: name });
-      await this.#attempt(`delete ${name}`, signal, () =>
-        client.delete(
-          mirror.metadata?.namespace ?? '',
-          mirror.metadata?.name ?? '',
-          mirror.metadata?.uid,
-          signal,
-        ),
-      );
+      await this.#delete(mirror, signal);
+    }
+  }
+
+  async #delete(mirror: Pod, signal: AbortSignal): Promise<void> {
+    const m = mirror.metadata ?? {};
+    const ok = await this.#attempt(`delete ${m.namespace ?? ''}/${m.name ?? ''}`, signal, () =>
+      this.#o.client.delete(m.namespace ?? '', m.name ?? '', m.uid, signal),
+    );
+    if (ok && m.uid !== undefined) this.#deleted.set(m.uid, this.#o.clock.now());
+  }
+
+  /**
+   * Forgets requests the API source now reflects, and any older than 30 s (a watch
+   * event lost to a relist must not stall the mirror for good).
+   */
+  #forgetSettled(mirrors: ReadonlyMap<string, Pod>): void {
+    const now = this.#o.clock.now();
+    const present = new Set([...mirrors.values()].map((m) => m.metadata?.uid));
+    for (const [uid, at] of this.#deleted)
+      if (!present.has(uid) || now - at > 30_000) this.#deleted.delete(uid);
+    for (const [name, c] of this.#created) {
+      const seen = mirrors.get(name)?.metadata?.annotations?.[CONFIG_MIRROR_ANNOTATION] === c.hash;
+      if (seen || now - c.at > 30_000) this.#created.delete(name);
     }
   }
 
