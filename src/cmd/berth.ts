@@ -176,6 +176,7 @@ async function main(argv: readonly string[]): Promise<number> {
       syncFrequencyMs: k.syncFrequencyMs,
       nodeStatusUpdateFrequencyMs: k.nodeStatusUpdateFrequencyMs,
       nodeStatusReportFrequencyMs: k.nodeStatusReportFrequencyMs,
+      nodeStatusMaxImages: k.nodeStatusMaxImages,
       nodeLeaseDurationSeconds: k.nodeLeaseDurationSeconds,
       maxParallelImagePulls: k.serializeImagePulls ? 1 : (k.maxParallelImagePulls ?? 10),
       evictionMemoryBytes: reserve.memoryBytes,

@@ -77,6 +77,7 @@ export interface KubeletOptions {
   readonly syncFrequencyMs: number;
   readonly nodeStatusUpdateFrequencyMs: number;
   readonly nodeStatusReportFrequencyMs: number;
+  readonly nodeStatusMaxImages: number;
   readonly nodeLeaseDurationSeconds: number;
   readonly maxParallelImagePulls: number;
   readonly evictionMemoryBytes: number;
@@ -311,6 +312,8 @@ export class Kubelet {
       logger: logger.child({ component: 'node-status' }),
       host: deps.host,
       runtime: cri.runtime,
+      images: cri.image,
+      maxImages: options.nodeStatusMaxImages,
       recorder,
       nodeName: options.nodeName,
       labels: options.nodeLabels,

@@ -43,6 +43,7 @@ export async function testKubeletOptions(): Promise<KubeletOptions> {
     syncFrequencyMs: 60_000,
     nodeStatusUpdateFrequencyMs: 10_000,
     nodeStatusReportFrequencyMs: 300_000,
+    nodeStatusMaxImages: 50,
     nodeLeaseDurationSeconds: 40,
     maxParallelImagePulls: 2,
     evictionMemoryBytes: 100 * 1024 ** 2,

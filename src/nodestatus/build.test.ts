@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { buildNodeStatus, nodeReserved, type NodeStatusInput } from './build.ts';
+import { buildNodeStatus, nodeImages, nodeReserved, type NodeStatusInput } from './build.ts';
 
 const GI = 1024 ** 3;
 
@@ -72,5 +72,40 @@ describe('node allocatable', () => {
     assert.equal(allocatable?.['cpu'], '0');
     assert.equal(allocatable?.['memory'], '0Ki');
     assert.equal(allocatable?.['ephemeral-storage'], '0');
+  });
+});
+
+describe('status.images', () => {
+  const image = (id: string, sizeBytes: number, tags: string[], digests: string[] = []) => ({
+    id,
+    sizeBytes,
+    repoTags: tags,
+    repoDigests: digests,
+  });
+
+  test('largest first, equal sizes by descending ID, digests before tags, at most 5 names', () => {
+    const names = Array.from({ length: 7 }, (_, i) => `r/x:${String(i)}`);
+    const out = nodeImages(
+      [
+        image('sha256:a', 10, ['r/small:1']),
+        image('sha256:b', 30, names.slice(0, 4), ['r/x@sha256:1', 'r/x@sha256:2']),
+        image('sha256:c', 10, ['r/also-small:1']),
+      ],
+      50,
+    );
+    assert.deepEqual(out, [
+      { names: ['r/x@sha256:1', 'r/x@sha256:2', 'r/x:0', 'r/x:1', 'r/x:2'], sizeBytes: 30 },
+      { names: ['r/also-small:1'], sizeBytes: 10 },
+      { names: ['r/small:1'], sizeBytes: 10 },
+    ]);
+  });
+
+  test('nodeStatusMaxImages caps the list; -1 lists every image', () => {
+    const all = [image('a', 1, ['a']), image('b', 2, ['b']), image('c', 3, ['c'])];
+    assert.deepEqual(
+      nodeImages(all, 2).map((i) => i.sizeBytes),
+      [3, 2],
+    );
+    assert.equal(nodeImages(all, -1).length, 3);
   });
 });

@@ -3,7 +3,13 @@
  * Pure: the manager calls it every nodeStatusUpdateFrequency and posts the result
  * when it differs from what was last posted (heartbeat times aside).
  */
-import type { Node, NodeCondition, NodeStatus, Taint } from 'kubernetes-types/core/v1.js';
+import type {
+  ContainerImage,
+  Node,
+  NodeCondition,
+  NodeStatus,
+  Taint,
+} from 'kubernetes-types/core/v1.js';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 import { goArch, toKi, type HostCapacity, type HostSystemInfo } from './host-info.ts';
 
@@ -27,7 +33,43 @@ export interface NodeStatusInput {
   readonly reserved?: NodeReserved;
   /** Why the node is not ready, or undefined when it is. */
   readonly notReadyReason: string | undefined;
+  /** status.images (see nodeImages); absent: keep what the Node reports. */
+  readonly images?: readonly ContainerImage[];
   readonly now: Date;
+}
+
+/** Upstream's MaxNamesPerImageInNodeStatus. */
+const MAX_NAMES_PER_IMAGE = 5;
+
+/** One image as the runtime lists it. */
+export interface RuntimeImage {
+  readonly id: string;
+  readonly repoTags: readonly string[];
+  readonly repoDigests: readonly string[];
+  readonly sizeBytes: number;
+}
+
+/**
+ * status.images as upstream's Images setter builds it (the scheduler's ImageLocality
+ * score reads it): largest first (equal sizes by descending ID), at most `max` images
+ * (nodeStatusMaxImages; -1 is no limit), each with its digests then its tags, at most
+ * five names.
+ */
+export function nodeImages(images: readonly RuntimeImage[], max: number): ContainerImage[] {
+  const sorted = [...images].sort((a, b) =>
+    a.sizeBytes === b.sizeBytes
+      ? a.id < b.id
+        ? 1
+        : a.id > b.id
+          ? -1
+          : 0
+      : b.sizeBytes - a.sizeBytes,
+  );
+  const kept = max > -1 ? sorted.slice(0, max) : sorted;
+  return kept.map((i) => ({
+    names: [...i.repoDigests, ...i.repoTags].slice(0, MAX_NAMES_PER_IMAGE),
+    sizeBytes: i.sizeBytes,
+  }));
 }
 
 /** What kubeReserved and systemReserved hold back together, per resource. */
@@ -167,6 +209,7 @@ export function buildNodeStatus(
     declaredFeatures: [...DECLARED_FEATURES],
     conditions: mergeConditions(previous?.conditions, conditionSpecs(input), now),
     addresses,
+    ...(input.images !== undefined && { images: [...input.images] }),
     daemonEndpoints: { kubeletEndpoint: { Port: input.kubeletPort } },
     nodeInfo: {
       machineID: input.systemInfo.machineID,

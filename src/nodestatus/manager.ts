@@ -5,14 +5,20 @@
  * end the loop; a deleted Node is registered again.
  */
 import type { Node, NodeStatus, Taint } from 'kubernetes-types/core/v1.js';
-import type { RuntimeService } from '../cri/index.ts';
+import type { ImageService, RuntimeService } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
 import { isAlreadyExists, isNotFound, NODES, type KubeClient } from '../kube/types.ts';
 import { retryDelay } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAbortError, isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
-import { buildNodeStatus, initialNode, statusFingerprint, type NodeReserved } from './build.ts';
+import {
+  buildNodeStatus,
+  initialNode,
+  nodeImages,
+  statusFingerprint,
+  type NodeReserved,
+} from './build.ts';
 import type { HostInfoProvider } from './host-info.ts';
 
 export interface NodeStatusManagerOptions {
@@ -21,6 +27,10 @@ export interface NodeStatusManagerOptions {
   readonly logger: Logger;
   readonly host: HostInfoProvider;
   readonly runtime: Pick<RuntimeService, 'version' | 'status'>;
+  /** Lists the runtime's images for status.images. */
+  readonly images: Pick<ImageService, 'listImages'>;
+  /** nodeStatusMaxImages: how many images status.images names (-1: all). */
+  readonly maxImages: number;
   readonly recorder: EventRecorder;
   readonly nodeName: string;
   readonly labels: Readonly<Record<string, string>>;
@@ -120,6 +130,26 @@ export class NodeStatusManager {
     return problems.length === 0 ? undefined : problems.join(', ');
   }
 
+  /** status.images from the runtime; undefined (keep the last) when it cannot list them. */
+  async #images(signal: AbortSignal) {
+    try {
+      const { images } = await this.#o.images.listImages({}, { signal, timeoutMs: 5000 });
+      return nodeImages(
+        images.map((i) => ({
+          id: i.id,
+          repoTags: i.repoTags,
+          repoDigests: i.repoDigests,
+          sizeBytes: Number(i.size),
+        })),
+        this.#o.maxImages,
+      );
+    } catch (err) {
+      if (isAborted(signal)) throw err;
+      this.#o.logger.warn('Error getting image list', { error: String(err) });
+      return undefined;
+    }
+  }
+
   /** Computes the status and posts it if needed. Returns true when it posted. */
   async syncOnce(signal: AbortSignal): Promise<boolean> {
     const o = this.#o;
@@ -135,10 +165,11 @@ export class NodeStatusManager {
       this.#lastPosted = undefined;
       await this.register(signal);
     }
-    const [capacity, systemInfo, version] = await Promise.all([
+    const [capacity, systemInfo, version, images] = await Promise.all([
       o.host.capacity(),
       o.host.systemInfo(),
       o.runtime.version({}, { signal, timeoutMs: 5000 }).catch(() => undefined),
+      o.maxImages === 0 ? undefined : this.#images(signal),
     ]);
     const notReadyReason = await this.#notReadyReason(signal);
     const previous: NodeStatus | undefined = this.#node?.status;
@@ -157,6 +188,7 @@ export class NodeStatusManager {
       evictionNodefsFraction: o.evictionNodefsFraction,
       ...(o.reserved !== undefined && { reserved: o.reserved }),
       notReadyReason,
+      ...(images !== undefined && { images }),
       now: new Date(o.clock.now()),
     });
     const fingerprint = statusFingerprint(status);

@@ -181,6 +181,23 @@ function suite(kind: RuntimeKind): void {
       assert.match(log, /^\S+ stdout F hello from berth$/m);
     });
 
+    test("the Node's status.images lists the runtime's images, largest first", async () => {
+      const images = await eventually('status.images with busybox', async () => {
+        const node = await getJson<Node>(cluster, ['get', 'node', berth.nodeName]);
+        const list = node?.status?.images ?? [];
+        return list.some((i) => i.names?.some((n) => n.includes('busybox'))) ? list : undefined;
+      });
+      const sizes = images.map((i) => i.sizeBytes ?? 0);
+      assert.deepEqual(
+        sizes,
+        [...sizes].sort((a, b) => b - a),
+      );
+      for (const i of images) {
+        assert.ok((i.names?.length ?? 0) > 0 && (i.names?.length ?? 0) <= 5);
+        assert.ok((i.sizeBytes ?? 0) > 0);
+      }
+    });
+
     test('kubectl exec reaches the pod through this runtime: stdin in, output and exit code out', async () => {
       // kubectl's WebSocket exec, which berth turns into SPDY streams at this runtime's
       // streaming server, opening them with the upgrade request itself.
