@@ -121,7 +121,7 @@ export async function reportFrom(
       results[agent].size < selected.length / 2
     ) {
       notRun[agent] =
-        `ran only the ${String(results[agent].size)} specs that did not pass on berth (--upstream-on-berth-failures)`;
+        `ran only the ${String(results[agent].size)} specs that failed on berth (--upstream-on-berth-failures)`;
     }
   }
   const report: Report = {
@@ -174,11 +174,11 @@ export async function runConformance(o: RunOptions): Promise<Report> {
       }
       const specs =
         agent === 'upstream' && o.upstreamOnBerthFailures === true && results['berth'] !== undefined
-          ? toRun.filter((n) => results['berth']?.get(n)?.outcome !== 'passed')
+          ? toRun.filter((n) => results['berth']?.get(n)?.outcome === 'failed')
           : toRun;
       if (specs.length < toRun.length) {
         notRun[agent] =
-          `ran only the ${String(specs.length)} specs that did not pass on berth (--upstream-on-berth-failures)`;
+          `ran only the ${String(specs.length)} specs that failed on berth (--upstream-on-berth-failures)`;
       }
       if (specs.length === 0) continue;
       try {
