@@ -57,12 +57,19 @@ export async function agentResults(file: string): Promise<Map<string, SpecResult
   const out = new Map<string, SpecResult>();
   for (const r of await readGinkgoReport(file)) {
     const state = r.State ?? 'unknown';
+    const skipMessage = r.Failure?.Message ?? '';
+    // A spec the suite skipped itself says why; one an interrupt skipped, or cut short,
+    // did not run.
     const outcome: Outcome =
       state === 'passed'
         ? 'passed'
         : state === 'skipped' || state === 'pending'
-          ? 'skipped'
-          : 'failed';
+          ? skipMessage !== ''
+            ? 'skipped'
+            : 'not-run'
+          : state === 'interrupted'
+            ? 'not-run'
+            : 'failed';
     const loc = r.Failure?.Location;
     out.set(specName(r), {
       outcome,
