@@ -25,7 +25,7 @@ function staticPod(command: string[]): Pod {
   ).pod;
 }
 
-async function setup() {
+async function setup(onMirror?: (uid: string) => void) {
   const client = new FakeKubeClient();
   const clock = new FakeClock();
   const logger = new MemoryLogger();
@@ -48,6 +48,7 @@ async function setup() {
     pods: config,
     clock,
     logger,
+    ...(onMirror !== undefined && { onMirror }),
   });
   /** What the API source would report: the API's pods. */
   const relist = async (): Promise<void> => {
@@ -121,7 +122,10 @@ describe('MirrorPodManager', () => {
   });
 
   test("the static pod's status is written to its mirror, with the mirror's UID", async () => {
-    const { client, config, mirrors, relist } = await setup();
+    const late: { status?: StatusManager } = {};
+    const { client, config, mirrors, relist } = await setup((uid) => {
+      late.status?.resend(uid);
+    });
     const pod = staticPod(['sleep', '1']);
     config.set('file', [pod]);
     const status = new StatusManager({
@@ -130,6 +134,7 @@ describe('MirrorPodManager', () => {
       logger: new MemoryLogger(),
       target: (p) => mirrors.statusTarget(p),
     });
+    late.status = status;
     const [running] = config.staticPods();
     assert.ok(running);
     status.set(running, { phase: 'Running', podIP: '10.0.0.9' });
@@ -138,7 +143,8 @@ describe('MirrorPodManager', () => {
     assert.equal(client.calls.filter((c) => c.verb === 'patch').length, 0);
     await mirrors.reconcile(new AbortController().signal);
     await relist();
-    status.resend(running.metadata?.uid ?? '');
+    // The API source shows the mirror: the next round passes that on, and the status goes.
+    await mirrors.reconcile(new AbortController().signal);
     await status.drain();
     const mirror = await client.get<Pod>(pods, 'web-n1');
     assert.equal(mirror.status?.phase, 'Running');

@@ -43,7 +43,7 @@ export interface MirrorPodManagerOptions {
    * by admission or being stopped gets none.
    */
   readonly syncing?: (uid: string) => boolean;
-  /** A static pod's mirror now exists (its status may be written). */
+  /** A static pod's mirror is in the API source's view now (its status may be written). */
   readonly onMirror?: (staticUID: string) => void;
   readonly periodMs?: number;
 }
@@ -60,6 +60,8 @@ export class MirrorPodManager {
    */
   readonly #created = new Map<string, { hash: string; at: number }>();
   readonly #deleted = new Map<string, number>();
+  /** Full name -> the mirror UID whose arrival was passed on to `onMirror`. */
+  readonly #announced = new Map<string, string>();
 
   constructor(options: MirrorPodManagerOptions) {
     this.#o = options;
@@ -140,10 +142,11 @@ export class MirrorPodManager {
         const ok = await this.#attempt(`create ${name}`, signal, () =>
           this.#o.client.create(pod, signal),
         );
-        if (ok) {
-          this.#created.set(name, { hash, at: this.#o.clock.now() });
-          this.#o.onMirror?.(uid);
-        }
+        if (ok) this.#created.set(name, { hash, at: this.#o.clock.now() });
+      } else if (mirror !== undefined && this.#announced.get(name) !== mirror.metadata?.uid) {
+        // The API source shows the mirror now: the static pod's status can go to it.
+        this.#announced.set(name, mirror.metadata?.uid ?? '');
+        this.#o.onMirror?.(uid);
       }
       if (isAborted(signal)) return;
     }
@@ -172,6 +175,8 @@ export class MirrorPodManager {
     const present = new Set([...mirrors.values()].map((m) => m.metadata?.uid));
     for (const [uid, at] of this.#deleted)
       if (!present.has(uid) || now - at > 30_000) this.#deleted.delete(uid);
+    for (const name of [...this.#announced.keys()])
+      if (!mirrors.has(name)) this.#announced.delete(name);
     for (const [name, c] of this.#created) {
       const seen = mirrors.get(name)?.metadata?.annotations?.[CONFIG_MIRROR_ANNOTATION] === c.hash;
       if (seen || now - c.at > 30_000) this.#created.delete(name);

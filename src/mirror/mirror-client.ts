@@ -81,7 +81,12 @@ export class MirrorClient {
         { signal },
       );
       const want = mirror.metadata?.annotations?.[CONFIG_MIRROR_ANNOTATION];
-      if (existing.metadata?.annotations?.[CONFIG_MIRROR_ANNOTATION] !== want) throw err;
+      // One on its way out (just deleted) is not the mirror: the next round makes it.
+      if (
+        existing.metadata?.annotations?.[CONFIG_MIRROR_ANNOTATION] !== want ||
+        existing.metadata?.deletionTimestamp != null
+      )
+        throw err;
     }
   }
 

@@ -198,7 +198,8 @@ describe('static pods and mirror pods on berth', () => {
       `web-${node}`,
       'recreated and Running',
       (p) => p.metadata?.uid !== before.metadata?.uid && isRunningAndReady(p),
-      30_000,
+      // Within the status manager's 10 s batch: the status follows the new mirror at once.
+      8000,
     );
     assert.equal(back.status?.containerStatuses?.[0]?.containerID, containerID);
     assert.equal(back.status?.containerStatuses?.[0]?.restartCount, 0);
