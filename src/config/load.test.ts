@@ -121,12 +121,35 @@ describe('loadConfig', () => {
 
   test('reads booleans as --flag and --flag=false, and the verbosity as -v 4 or --v=4', async () => {
     assert.equal(
-      (await loadConfig(['--register-node=false'], fakes())).kubelet.registerNode,
+      (await loadConfig(['--serialize-image-pulls=false'], fakes())).kubelet.serializeImagePulls,
       false,
     );
-    assert.equal((await loadConfig(['--register-node'], fakes())).kubelet.registerNode, true);
+    assert.equal(
+      (await loadConfig(['--serialize-image-pulls'], fakes())).kubelet.serializeImagePulls,
+      true,
+    );
     assert.equal((await loadConfig(['-v', '4'], fakes())).verbosity, 4);
     assert.equal((await loadConfig(['--v=2'], fakes())).verbosity, 2);
+  });
+
+  test('a setting berth does not act on is refused unless it has the value berth behaves as', async () => {
+    await assert.rejects(
+      loadConfig(['--register-node=false'], fakes()),
+      /field "registerNode" \(set by --register-node\): false is not supported by berth yet: berth always registers its Node/,
+    );
+    await assert.rejects(
+      loadConfig(
+        ['--config=/c.yaml'],
+        fakes({ '/c.yaml': `${HEADER}cpuManagerPolicy: static\ntopologyManagerPolicy: none\n` }),
+      ),
+      /Cannot load \/c.yaml: field "cpuManagerPolicy": "static" is not supported by berth yet: .* \(line 3, column 19\)$/,
+    );
+    // The values berth behaves as are accepted, set explicitly or not.
+    const c = await loadConfig(
+      ['--config=/c.yaml', '--register-node=true'],
+      fakes({ '/c.yaml': `${HEADER}cpuManagerPolicy: none\ncpuCFSQuotaPeriod: 100ms\n` }),
+    );
+    assert.equal(c.kubelet.registerNode, true);
   });
 
   test('takes the per-node flags', async () => {

@@ -19,6 +19,7 @@ import {
 import { checkDnsSubdomain, type Taint } from './names.ts';
 import type { Dict, KubeletConfig, LoggingFormat } from './types.ts';
 import { validateKubeletConfig } from './validation.ts';
+import { unsupportedSettings } from './unsupported.ts';
 
 /** Everything berth starts with. Deeply readonly and frozen. */
 export interface BerthConfig {
@@ -79,7 +80,7 @@ function locateIssues(
   file: ParsedKubeletConfigFile | null,
   flagFields: ReadonlyMap<string, string>,
 ): ConfigIssue[] {
-  return validateKubeletConfig(config).map((issue) => {
+  return [...validateKubeletConfig(config), ...unsupportedSettings(config)].map((issue) => {
     const field = formatFieldPath(issue.path);
     const flag = [...flagFields].find(
       ([f]) => field === f || field.startsWith(`${f}[`) || field.startsWith(`${f}.`),
