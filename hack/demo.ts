@@ -16,6 +16,8 @@ import { findLeaks, teardownCluster, type ClusterState } from '../test/harness/t
 const DEMO = join(REPO_ROOT, '.demo');
 const ROOT = join(DEMO, 'cluster');
 const KUBECONFIG = join(DEMO, 'kubeconfig');
+/** The node's staticPodPath: a manifest dropped here runs as a static pod. */
+const MANIFESTS = join(DEMO, 'manifests');
 // A fixed port so the kubeconfig stays valid across `make demo` runs.
 const APISERVER_PORT = 16443;
 
@@ -63,7 +65,12 @@ async function up(): Promise<void> {
     log: say,
   });
   say('starting berth as the node');
-  const berth = await startBerth(cluster, { nodeName: 'berth-demo', detached: true });
+  await mkdir(MANIFESTS, { recursive: true });
+  const berth = await startBerth(cluster, {
+    nodeName: 'berth-demo',
+    detached: true,
+    extraConfig: [`staticPodPath: ${MANIFESTS}`],
+  });
   // Recorded last, so teardown (reverse order) stops berth first.
   const recorded = await readClusterState(ROOT);
   const processes = [
@@ -113,6 +120,8 @@ async function up(): Promise<void> {
     `  ${k} run hello --image=${cluster.images.busyboxLocal} --image-pull-policy=IfNotPresent --overrides='{"spec":{"automountServiceAccountToken":false}}' -- sleep 3600`,
   );
   say(`  ${k} get pods -o wide`);
+  say(`Static pods: a Pod manifest dropped into ${MANIFESTS} runs at once as <name>-berth-demo,`);
+  say(`mirrored in the API (${k} get pods -A); removing the file stops it.`);
   say('Stop it with: make demo-stop');
 }
 
