@@ -6,7 +6,9 @@
  *   node src/cmd/berth.ts --kubeconfig … --config … [flags as the upstream kubelet]
  */
 import { mkdir } from 'node:fs/promises';
+import { cpus } from 'node:os';
 import { CgroupfsManager, detectCgroupVersion } from '../cm/cgroupfs.ts';
+import { isSwapOn, SWAP_ON_MESSAGE } from '../cm/swap.ts';
 import { configzDocument } from '../config/configz.ts';
 import { bootstrapIfConfigured, startCertificateManagers } from './certificates.ts';
 import { loadConfig } from '../config/index.ts';
@@ -107,6 +109,10 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write('berth: --kubeconfig is required (standalone mode is not supported)\n');
     return 2;
   }
+  if (k.failSwapOn && (await isSwapOn())) {
+    process.stderr.write(`berth: ${SWAP_ON_MESSAGE}\n`);
+    return 1;
+  }
   await mkdir(config.rootDir, { recursive: true });
   // Signal handlers are installed once; what they stop depends on how far start-up got.
   const certs = new AbortController();
@@ -171,7 +177,8 @@ async function main(argv: readonly string[]): Promise<number> {
       podLogsDir: k.podLogsDir,
       cgroupRoot: k.cgroupRoot ?? '',
       cgroupsPerQOS: k.cgroupsPerQOS,
-      maxPods: k.maxPods,
+      // Upstream: podsPerCore, when set, caps maxPods at podsPerCore × the node's cores.
+      maxPods: k.podsPerCore > 0 ? Math.min(k.maxPods, k.podsPerCore * cpus().length) : k.maxPods,
       kubeletPort: k.port,
       syncFrequencyMs: k.syncFrequencyMs,
       nodeStatusUpdateFrequencyMs: k.nodeStatusUpdateFrequencyMs,
