@@ -64,6 +64,7 @@ function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> 
     streamingConnectionIdleTimeoutMs: k.streamingConnectionIdleTimeoutMs,
     tlsCertFile: k.tlsCertFile,
     tlsPrivateKeyFile: k.tlsPrivateKeyFile,
+    ...(k.tlsMinVersion === 'VersionTLS13' && { tlsMinVersion: 'TLSv1.3' as const }),
     clientCAFile: k.authentication.x509.clientCAFile,
     webhookAuthentication: k.authentication.webhook.enabled,
     authenticationCacheTTLMs: k.authentication.webhook.cacheTTLMs,

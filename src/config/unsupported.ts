@@ -183,6 +183,15 @@ const SETTINGS: readonly Setting[] = [
     value: (c) => c.logging.vmodule,
   },
   {
+    path: 'tlsMinVersion',
+    berth: 'serves TLS 1.2 at least (VersionTLS12, the default, or VersionTLS13)',
+    ok: (c) =>
+      c.tlsMinVersion === null ||
+      c.tlsMinVersion === 'VersionTLS12' ||
+      c.tlsMinVersion === 'VersionTLS13',
+    value: (c) => c.tlsMinVersion,
+  },
+  {
     path: 'tlsCipherSuites',
     berth: "serves with OpenSSL's default TLS 1.2 suites and every TLS 1.3 suite",
     ok: (c) => c.tlsCipherSuites.length === 0,

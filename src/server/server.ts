@@ -85,6 +85,8 @@ export interface KubeletServerOptions {
   /** Serving certificate files; unused when the deps give a rotating certificate source. */
   readonly tlsCertFile: string | null;
   readonly tlsPrivateKeyFile: string | null;
+  /** tlsMinVersion: TLS 1.2 (the default, and the least berth serves) or 1.3. */
+  readonly tlsMinVersion?: 'TLSv1.2' | 'TLSv1.3';
   readonly clientCAFile: string | null;
   readonly webhookAuthentication: boolean;
   readonly authenticationCacheTTLMs: number;
@@ -235,6 +237,7 @@ export class KubeletServer {
         requestCert: true,
         rejectUnauthorized: false,
         ...TLS_SETTINGS,
+        ...(this.#o.tlsMinVersion !== undefined && { minVersion: this.#o.tlsMinVersion }),
       },
       {
         logger: this.#d.logger,
