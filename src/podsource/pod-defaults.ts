@@ -82,6 +82,10 @@ function defaultVolume(v: Volume): void {
     (k) => !VOLUME_SOURCES_WITHOUT_EMPTYDIR_DEFAULT.has(k) && v[k as keyof Volume] != null,
   );
   if (sources.length === 0) v.emptyDir = {};
+  // The ImageVolume gate is on in v1.37: an image volume's pull policy is defaulted too.
+  const image = (v as { image?: { reference?: string; pullPolicy?: string } }).image;
+  if (image != null && !image.pullPolicy)
+    image.pullPolicy = imageTag(image.reference ?? '') === 'latest' ? 'Always' : 'IfNotPresent';
   if (v.hostPath !== undefined) v.hostPath.type ??= '';
   if (v.secret !== undefined) v.secret.defaultMode ??= 0o644;
   if (v.configMap !== undefined) v.configMap.defaultMode ??= 0o644;

@@ -34,7 +34,7 @@ function upstreamPod(name: string, source: string): Pod {
 function canonicalQuantities(pod: Pod): Pod {
   return JSON.parse(
     JSON.stringify(pod, (k, v: unknown) =>
-      (k === 'cpu' || k === 'memory') && typeof v !== 'object'
+      (k === 'cpu' || k === 'memory' || k === 'sizeLimit') && typeof v !== 'object'
         ? '<q>'
         : Array.isArray(v) && v.length === 0
           ? undefined
@@ -69,6 +69,18 @@ describe('static pod identity (upstream common.go applyDefaults)', () => {
       assert.deepEqual(pod.status, want.status);
     });
   }
+
+  it('a manifest using most of the pod spec (kitchen-sink.yaml)', () => {
+    const want = upstreamPod('sink-node-a', 'file');
+    const { pod } = decodeStaticPod(read('kitchen-sink.yaml'), {
+      nodeName: 'node-a',
+      // Read by upstream from this path (see the note on `upstream` above).
+      source: '/tmp/berth-fixtures/sink/sink.yaml',
+      kind: 'file',
+    });
+    assert.equal(pod.metadata?.uid, want.metadata?.uid);
+    assert.deepEqual(canonicalQuantities(pod).spec, canonicalQuantities(want).spec);
+  });
 
   it('the URL source hashes the URL and adds no toleration', () => {
     const want = upstreamPod('web-node-a', 'http');
@@ -149,6 +161,23 @@ describe('bad manifests', () => {
       /more than one/,
     ],
   ];
+  cases.push(
+    [
+      'a bool where a string goes (YAML 1.1: yes, y, on are booleans, as in upstream)',
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: c, image: i, command: [yes]}]}\n',
+      /json: cannot unmarshal bool into Go struct field spec\.containers\[0\]\.command\[0\] of type string/,
+    ],
+    [
+      'a number label',
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: x, labels: {a: 1}}\nspec: {containers: [{name: c, image: i}]}\n',
+      /cannot unmarshal number 1 into Go struct field metadata\.labels\[a\] of type string/,
+    ],
+    [
+      'a fraction where an integer goes',
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {terminationGracePeriodSeconds: 1.5, containers: [{name: c, image: i}]}\n',
+      /cannot unmarshal number 1.5 into Go struct field spec\.terminationGracePeriodSeconds of type int64/,
+    ],
+  );
   for (const [what, data, message] of cases) {
     it(what, () => {
       assert.throws(

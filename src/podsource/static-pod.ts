@@ -72,19 +72,60 @@ function jsonFields(rest: readonly string[]): Map<string, string> {
   return fields;
 }
 
-/** JSON paths the Go types do not have: upstream's decoder drops them silently. */
+/** The JSON kind of a value, in encoding/json's words. */
+function jsonKind(v: unknown): string {
+  if (typeof v === 'boolean') return 'bool';
+  if (typeof v === 'number') return `number ${String(v)}`;
+  if (typeof v === 'string') return 'string';
+  return Array.isArray(v) ? 'array' : 'object';
+}
+
+const INT_KINDS = new Set(['int', 'int32', 'int64', 'uint', 'uint8', 'uint64']);
+
+/** Whether encoding/json would take `v` for a leaf of this Go kind or special type. */
+function fitsLeaf(type: string, kind: string, v: unknown): boolean {
+  switch (type) {
+    case 'resource.Quantity':
+      return typeof v === 'string' || typeof v === 'number';
+    case 'intstr.IntOrString':
+      return typeof v === 'string' || (typeof v === 'number' && Number.isInteger(v));
+    case 'v1.Time':
+      return typeof v === 'string';
+  }
+  if (kind === 'string') return typeof v === 'string';
+  if (kind === 'bool') return typeof v === 'boolean';
+  if (INT_KINDS.has(kind)) return typeof v === 'number' && Number.isInteger(v);
+  return true;
+}
+
+/**
+ * Checks a decoded manifest against the Go types, as encoding/json would: a value of
+ * the wrong JSON kind is an error (upstream rejects the manifest); a field the types
+ * do not have is only reported (upstream's decoder drops it silently).
+ * @throws ManifestError on the first value of the wrong kind.
+ */
 export function unknownFields(obj: unknown, type = 'core.Pod', path = ''): string[] {
   const spec = GO_POD_TYPES[type];
-  if (spec === undefined || LEAF_TYPES.has(type)) return [];
+  if (spec === undefined || obj === null || obj === undefined) return [];
   const [kind = '', ...rest] = spec.split(';');
   if (kind === 'ptr') return unknownFields(obj, rest[0] ?? '', path);
-  if (kind === 'slice' && Array.isArray(obj))
+  const wrong = (): ManifestError =>
+    new ManifestError(
+      `json: cannot unmarshal ${jsonKind(obj)} into Go struct field ${path} of type ${type}`,
+    );
+  if (LEAF_TYPES.has(type) || (kind !== 'slice' && kind !== 'map' && kind !== 'struct')) {
+    if (!fitsLeaf(type, kind, obj)) throw wrong();
+    return [];
+  }
+  if (kind === 'slice') {
+    if (!Array.isArray(obj)) throw wrong();
     return obj.flatMap((e: unknown, i) => unknownFields(e, rest[0] ?? '', `${path}[${i}]`));
-  if (kind === 'map' && isRecord(obj))
+  }
+  if (!isRecord(obj)) throw wrong();
+  if (kind === 'map')
     return Object.entries(obj).flatMap(([k, v]) =>
       unknownFields(v, rest[1] ?? '', `${path}[${k}]`),
     );
-  if (kind !== 'struct' || !isRecord(obj)) return [];
   const fields = jsonFields(rest);
   if (type === 'core.Pod') {
     fields.set('apiVersion', 'string');
