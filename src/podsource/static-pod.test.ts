@@ -155,11 +155,6 @@ describe('bad manifests', () => {
       'apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: c, image: i}], volumes: [{name: s, secret: {secretName: s}}]}\n',
       /static pods may not reference secrets/,
     ],
-    [
-      'two documents',
-      'apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n---\napiVersion: v1\nkind: Pod\n',
-      /more than one/,
-    ],
   ];
   cases.push(
     [
@@ -190,6 +185,15 @@ describe('bad manifests', () => {
       );
     });
   }
+
+  it('only the first YAML document counts, as upstream; the rest is reported', () => {
+    const { pod, warnings } = decodeStaticPod(
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: c, image: i}]}\n---\napiVersion: v1\nkind: Pod\n',
+      o,
+    );
+    assert.equal(pod.metadata?.name, 'x-node-a');
+    assert.deepEqual(warnings, ['only the first YAML document is read: 1 more ignored']);
+  });
 
   it('unknown fields are reported, and ignored as upstream does', () => {
     const { pod, warnings } = decodeStaticPod(

@@ -215,18 +215,25 @@ function apiObjectReference(pod: Pod): string | undefined {
   return undefined;
 }
 
-/** Parses one YAML or JSON document into a plain object. */
-export function parseManifest(data: string): unknown {
+/**
+ * Parses a YAML or JSON manifest into a plain object, with YAML 1.1's scalars (yes/no
+ * are booleans, 0644 is octal) as upstream's YAML library reads them. Like upstream,
+ * only the first document counts; berth also says when more were ignored.
+ */
+export function parseManifest(data: string): { obj: unknown; warnings: string[] } {
   const docs = parseAllDocuments(data, { version: '1.1', uniqueKeys: false });
-  if (!Array.isArray(docs)) return null;
-  const content = docs.filter((d) => d.contents !== null);
-  const first = content[0];
-  if (first === undefined) throw new ManifestError("Object 'Kind' is missing in empty manifest");
+  if (!Array.isArray(docs)) return { obj: null, warnings: [] };
+  const first = docs[0];
+  if (first === undefined || first.contents === null)
+    throw new ManifestError("Object 'Kind' is missing in empty manifest");
   const err = first.errors[0];
   if (err !== undefined) throw new ManifestError(`error converting YAML to JSON: ${err.message}`);
-  if (content.length > 1)
-    throw new ManifestError('one pod per manifest: found more than one YAML document');
-  return first.toJS({ maxAliasCount: 100 }) as unknown;
+  const ignored = docs.slice(1).filter((d) => d.contents !== null).length;
+  return {
+    obj: first.toJS({ maxAliasCount: 100 }) as unknown,
+    warnings:
+      ignored === 0 ? [] : [`only the first YAML document is read: ${ignored} more ignored`],
+  };
 }
 
 /** The UID upstream derives for a decoded, defaulted pod (before its name is changed). */
@@ -240,7 +247,11 @@ export function staticPodUID(pod: Pod, o: DecodeOptions): string {
 const NO_EXECUTE_TOLERATION: Toleration = { operator: 'Exists', effect: 'NoExecute' };
 
 /** Decodes one pod object (already parsed) into the static pod berth runs. */
-export function staticPodFromObject(obj: unknown, o: DecodeOptions): DecodedPod {
+export function staticPodFromObject(
+  obj: unknown,
+  o: DecodeOptions,
+  parseWarnings: readonly string[] = [],
+): DecodedPod {
   if (!isRecord(obj)) throw new ManifestError("couldn't parse as pod: not an object");
   const kind = obj['kind'];
   const apiVersion = obj['apiVersion'];
@@ -252,7 +263,7 @@ export function staticPodFromObject(obj: unknown, o: DecodeOptions): DecodedPod 
     );
   if (apiVersion !== 'v1' || kind !== 'Pod')
     throw new ManifestError(`no kind "${kind}" is registered for version "${apiVersion}"`);
-  const warnings = unknownFields(obj).map((p) => `unknown field "${p}"`);
+  const warnings = [...parseWarnings, ...unknownFields(obj).map((p) => `unknown field "${p}"`)];
   const copy = structuredClone(obj);
   delete copy['status'];
   const rawMeta = copy['metadata'];
@@ -295,19 +306,20 @@ export function staticPodFromObject(obj: unknown, o: DecodeOptions): DecodedPod 
 
 /** Decodes a manifest file's (or URL's) bytes holding one pod. */
 export function decodeStaticPod(data: string, o: DecodeOptions): DecodedPod {
-  return staticPodFromObject(parseManifest(data), o);
+  const { obj, warnings } = parseManifest(data);
+  return staticPodFromObject(obj, o, warnings);
 }
 
 /** The URL source also takes a v1 PodList. */
 export function decodeStaticPods(data: string, o: DecodeOptions): DecodedPod[] {
-  const obj = parseManifest(data);
+  const { obj, warnings } = parseManifest(data);
   if (isRecord(obj) && obj['kind'] === 'PodList' && obj['apiVersion'] === 'v1') {
     const items: unknown[] = Array.isArray(obj['items']) ? (obj['items'] as unknown[]) : [];
     return items.map((item) =>
       staticPodFromObject(isRecord(item) ? { apiVersion: 'v1', kind: 'Pod', ...item } : item, o),
     );
   }
-  return [staticPodFromObject(obj, o)];
+  return [staticPodFromObject(obj, o, warnings)];
 }
 
 /** Whether a pod from the API is a mirror pod (upstream's kubetypes.IsMirrorPod). */
