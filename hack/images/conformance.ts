@@ -81,6 +81,8 @@ async function recipes(): Promise<Recipe[]> {
   const modDir = await kubernetesModuleDir();
   const bash = '/bin/bash';
   const { stdout: bashVersion } = await run('dpkg-query', ['-W', '-f=${Version}', 'bash']);
+  // Upstream's agnhost image carries curl: the lifecycle hook specs' exec hooks call it.
+  const { stdout: curlVersion } = await run('dpkg-query', ['-W', '-f=${Version}', 'curl']);
   const nginx = await debPackage('nginx');
   const nginxCommon = await debPackage('nginx-common');
   const coredns = join(cacheDir(), 'bin', `coredns-${COREDNS_VERSION}`, 'coredns');
@@ -92,7 +94,7 @@ async function recipes(): Promise<Recipe[]> {
     {
       name: 'agnhost',
       repoTags: ['e2e-test-images/agnhost:2.66.1', 'e2e-test-images/agnhost:2.55'],
-      inputs: [k8s, goVersion, bb.version, bashVersion],
+      inputs: [k8s, goVersion, bb.version, bashVersion, curlVersion],
       config: { entrypoint: ['/agnhost'], cmd: ['pause'], env: [PATH_ENV] },
       async populate(rootfs) {
         await baseFiles(rootfs, {
@@ -105,6 +107,7 @@ async function recipes(): Promise<Recipe[]> {
         await mkdir(join(rootfs, 'home/user-defined-in-image'), { recursive: true });
         await installBusybox(bb.binary, rootfs);
         await installBinary(bash, rootfs, '/bin/bash');
+        await installBinary('/usr/bin/curl', rootfs, '/usr/bin/curl');
         await goBuild('k8s.io/kubernetes/test/images/agnhost', join(rootfs, 'agnhost'));
         await symlink('agnhost', join(rootfs, 'agnhost-2'));
         await mkdir(join(rootfs, 'uploads'));
