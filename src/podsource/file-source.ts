@@ -84,6 +84,7 @@ export class FileSource {
   readonly #problems: ProblemLog;
   #wake: (() => void) | undefined;
   #woken = false;
+  #watcher: { readonly w: FSWatcher; readonly ino: number; dead: boolean } | undefined;
   readonly #decoded = new Map<string, { data: string; result: DecodedPod | ManifestError }>();
 
   constructor(options: FileSourceOptions) {
@@ -92,10 +93,9 @@ export class FileSource {
   }
 
   async run(signal: AbortSignal): Promise<void> {
-    let watcher: FSWatcher | undefined;
     try {
       while (!signal.aborted) {
-        watcher ??= this.#watch();
+        await this.#rewatch();
         await this.list();
         await this.#wait(signal);
         if (isAborted(signal)) break;
@@ -105,24 +105,40 @@ export class FileSource {
         }
       }
     } finally {
-      watcher?.close();
+      this.#watcher?.w.close();
+      this.#watcher = undefined;
     }
   }
 
-  /** inotify on the directory (or the file's directory): any change wakes the loop. */
-  #watch(): FSWatcher | undefined {
+  /**
+   * inotify on the path: any change in the directory (or to the file) wakes the loop.
+   * Watched again when the path was replaced (another inode: a directory re-created, a
+   * file an editor saved by rename) or the watch failed; not there: the period re-reads.
+   */
+  async #rewatch(): Promise<void> {
+    const path = this.#o.path;
+    const ino = await stat(path).then(
+      (s) => s.ino,
+      () => undefined,
+    );
+    const current = this.#watcher;
+    if (current !== undefined && current.ino === ino && !current.dead) return;
+    current?.w.close();
+    this.#watcher = undefined;
+    if (ino === undefined) return;
     try {
-      const w = watch(this.#o.path, { persistent: false }, () => {
+      const w = watch(path, { persistent: false }, () => {
         this.#woken = true;
         this.#wake?.();
       });
+      const entry = { w, ino, dead: false };
       w.on('error', () => {
+        entry.dead = true;
         w.close();
       });
-      return w;
+      this.#watcher = entry;
     } catch {
-      // Not there yet: the period re-reads it, and the next round watches again.
-      return undefined;
+      // Gone meanwhile: the next round tries again.
     }
   }
 
