@@ -23,6 +23,16 @@ export interface AdmissionOptions {
   readonly allowedUnsafeSysctls?: readonly string[];
   /** Whether the host enforces AppArmor; absent: it does not. */
   readonly appArmorEnabled?: () => boolean;
+  /**
+   * Upstream's other PodAdmitHandlers (the eviction manager's, ...), asked in order
+   * before the predicates, as upstream registers the eviction handler first.
+   */
+  readonly handlers?: readonly PodAdmitHandler[];
+}
+
+/** One more reason to refuse a pod (upstream's lifecycle.PodAdmitHandler). */
+export interface PodAdmitHandler {
+  admit(pod: Pod): PodAdmitResult;
 }
 
 function isTerminalPhase(phase: string | undefined): boolean {
@@ -50,16 +60,21 @@ export class AdmissionManager {
       return true;
     }
     const node = this.#o.node();
+    const refused = this.#o.handlers
+      ?.map((h) => h.admit(pod))
+      .find((r): r is Extract<PodAdmitResult, { admit: false }> => !r.admit);
     const result: PodAdmitResult =
-      node === undefined
-        ? { admit: false, reason: 'InvalidNodeInfo', message: 'Kubelet cannot get node info.' }
-        : admitPod({
-            pod,
-            node,
-            active: this.#active(uid),
-            allowedUnsafeSysctls: this.#o.allowedUnsafeSysctls ?? [],
-            appArmorEnabled: this.#o.appArmorEnabled?.() ?? false,
-          });
+      refused !== undefined
+        ? refused
+        : node === undefined
+          ? { admit: false, reason: 'InvalidNodeInfo', message: 'Kubelet cannot get node info.' }
+          : admitPod({
+              pod,
+              node,
+              active: this.#active(uid),
+              allowedUnsafeSysctls: this.#o.allowedUnsafeSysctls ?? [],
+              appArmorEnabled: this.#o.appArmorEnabled?.() ?? false,
+            });
     if (result.admit) {
       this.#admitted.add(uid);
       return true;

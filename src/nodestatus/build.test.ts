@@ -109,3 +109,51 @@ describe('status.images', () => {
     assert.equal(nodeImages(all, -1).length, 3);
   });
 });
+
+describe('pressure conditions (upstream MemoryPressure/DiskPressure/PIDPressure setters)', () => {
+  const of = (pressure: string[]): Record<string, (string | undefined)[]> =>
+    Object.fromEntries(
+      (buildNodeStatus(undefined, input({ pressure })).conditions ?? []).map((c) => [
+        c.type,
+        [c.status, c.reason, c.message],
+      ]),
+    );
+
+  test('False with the sufficient wording when the eviction manager reports none', () => {
+    const c = of([]);
+    assert.deepEqual(c['MemoryPressure'], [
+      'False',
+      'KubeletHasSufficientMemory',
+      'kubelet has sufficient memory available',
+    ]);
+    assert.deepEqual(c['DiskPressure'], [
+      'False',
+      'KubeletHasNoDiskPressure',
+      'kubelet has no disk pressure',
+    ]);
+    assert.deepEqual(c['PIDPressure'], [
+      'False',
+      'KubeletHasSufficientPID',
+      'kubelet has sufficient PID available',
+    ]);
+  });
+
+  test('True with upstream reasons and messages for each reported condition', () => {
+    const c = of(['MemoryPressure', 'DiskPressure', 'PIDPressure']);
+    assert.deepEqual(c['MemoryPressure'], [
+      'True',
+      'KubeletHasInsufficientMemory',
+      'kubelet has insufficient memory available',
+    ]);
+    assert.deepEqual(c['DiskPressure'], [
+      'True',
+      'KubeletHasDiskPressure',
+      'kubelet has disk pressure',
+    ]);
+    assert.deepEqual(c['PIDPressure'], [
+      'True',
+      'KubeletHasInsufficientPID',
+      'kubelet has insufficient PID available',
+    ]);
+  });
+});

@@ -33,6 +33,8 @@ export interface NodeStatusInput {
   readonly reserved?: NodeReserved;
   /** Why the node is not ready, or undefined when it is. */
   readonly notReadyReason: string | undefined;
+  /** The eviction manager's pressure conditions now True; absent: none. */
+  readonly pressure?: readonly string[];
   /** status.images (see nodeImages); absent: keep what the Node reports. */
   readonly images?: readonly ContainerImage[];
   readonly now: Date;
@@ -102,13 +104,28 @@ function cpuQuantity(milli: number): string {
 
 type ConditionSpec = Pick<NodeCondition, 'type' | 'status' | 'reason' | 'message'>;
 
-function conditionSpecs(input: NodeStatusInput): ConditionSpec[] {
-  return [
+/** Upstream's MemoryPressure / DiskPressure / PIDPressure setters: True and False wording. */
+const PRESSURE_SPECS: readonly (readonly [ConditionSpec, ConditionSpec])[] = [
+  [
+    {
+      type: 'MemoryPressure',
+      status: 'True',
+      reason: 'KubeletHasInsufficientMemory',
+      message: 'kubelet has insufficient memory available',
+    },
     {
       type: 'MemoryPressure',
       status: 'False',
       reason: 'KubeletHasSufficientMemory',
       message: 'kubelet has sufficient memory available',
+    },
+  ],
+  [
+    {
+      type: 'DiskPressure',
+      status: 'True',
+      reason: 'KubeletHasDiskPressure',
+      message: 'kubelet has disk pressure',
     },
     {
       type: 'DiskPressure',
@@ -116,12 +133,27 @@ function conditionSpecs(input: NodeStatusInput): ConditionSpec[] {
       reason: 'KubeletHasNoDiskPressure',
       message: 'kubelet has no disk pressure',
     },
+  ],
+  [
+    {
+      type: 'PIDPressure',
+      status: 'True',
+      reason: 'KubeletHasInsufficientPID',
+      message: 'kubelet has insufficient PID available',
+    },
     {
       type: 'PIDPressure',
       status: 'False',
       reason: 'KubeletHasSufficientPID',
       message: 'kubelet has sufficient PID available',
     },
+  ],
+];
+
+function conditionSpecs(input: NodeStatusInput): ConditionSpec[] {
+  const pressure = new Set(input.pressure ?? []);
+  return [
+    ...PRESSURE_SPECS.map(([on, off]) => (pressure.has(on.type) ? on : off)),
     input.notReadyReason === undefined
       ? {
           type: 'Ready',

@@ -47,7 +47,16 @@ export interface NodeStatusManagerOptions {
   readonly reserved?: NodeReserved;
   /** berth's own health: a message per failing check (PLEG, pod source, …). */
   readonly healthProblems: () => readonly string[];
+  /** The eviction manager's pressure conditions now True (MemoryPressure, ...). */
+  readonly pressure?: () => readonly string[];
 }
+
+/** The events upstream records when a pressure condition turns True / False. */
+const PRESSURE_EVENTS: Readonly<Record<string, readonly [string, string]>> = {
+  MemoryPressure: ['NodeHasInsufficientMemory', 'NodeHasSufficientMemory'],
+  DiskPressure: ['NodeHasDiskPressure', 'NodeHasNoDiskPressure'],
+  PIDPressure: ['NodeHasInsufficientPID', 'NodeHasSufficientPID'],
+};
 
 export class NodeStatusManager {
   readonly #o: NodeStatusManagerOptions;
@@ -188,6 +197,7 @@ export class NodeStatusManager {
       evictionNodefsFraction: o.evictionNodefsFraction,
       ...(o.reserved !== undefined && { reserved: o.reserved }),
       notReadyReason,
+      ...(o.pressure !== undefined && { pressure: o.pressure() }),
       ...(images !== undefined && { images }),
       now: new Date(o.clock.now()),
     });
@@ -226,7 +236,29 @@ export class NodeStatusManager {
       );
       this.#lastReady = ready;
     }
+    this.#pressureEvents(status);
     return true;
+  }
+
+  #lastPressure = new Map<string, string>();
+
+  /** Upstream's recordNodeStatusEvent when a pressure condition turns (NodeHasDiskPressure...). */
+  #pressureEvents(status: NodeStatus): void {
+    const o = this.#o;
+    for (const c of status.conditions ?? []) {
+      const events = PRESSURE_EVENTS[c.type];
+      if (events === undefined) continue;
+      const before = this.#lastPressure.get(c.type);
+      this.#lastPressure.set(c.type, c.status);
+      if (before === undefined || before === c.status) continue;
+      const reason = c.status === 'True' ? events[0] : events[1];
+      o.recorder.event(
+        { kind: 'Node', name: o.nodeName, uid: o.nodeName },
+        'Normal',
+        reason,
+        `Node ${o.nodeName} status is now: ${reason}`,
+      );
+    }
   }
 
   /** Forces the next sync to post (e.g. after the runtime became ready). */
