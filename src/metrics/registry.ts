@@ -106,6 +106,8 @@ export class KubeletMetrics {
   readonly runPodSandboxErrors: Counter<'runtime_handler'>;
   readonly imagePullDuration: Histogram<'image_size_in_bytes'>;
   readonly evictions: Counter<'eviction_signal'>;
+  readonly evictionStatsAge: Histogram<'eviction_signal'>;
+  readonly imageGarbageCollected: Counter<'reason'>;
   readonly httpRequests: Counter<HttpLabel>;
   readonly httpRequestsDuration: Histogram<HttpLabel>;
   readonly httpInflightRequests: Gauge<HttpLabel>;
@@ -260,6 +262,17 @@ export class KubeletMetrics {
       'kubelet_evictions',
       'Cumulative number of pod evictions by eviction signal',
       ['eviction_signal'],
+    );
+    this.evictionStatsAge = histogram(
+      'kubelet_eviction_stats_age_seconds',
+      'Time between when stats are collected, and when pod is evicted based on those stats by eviction signal',
+      ['eviction_signal'],
+      DEFAULT_BUCKETS,
+    );
+    this.imageGarbageCollected = counter(
+      'kubelet_image_garbage_collected_total',
+      'Total number of images garbage collected by the kubelet, whether through disk usage or image age.',
+      ['reason'],
     );
     this.httpRequests = counter(
       'kubelet_http_requests_total',
