@@ -95,6 +95,23 @@ describe('PodWorkers', () => {
     assert.equal(w.state('a'), undefined);
   });
 
+  test('a deleted pod cleaned up is left alone by later updates (a finalizer keeps it) until removed', async () => {
+    const syncer = new RecordingSyncer();
+    const w = new PodWorkers({ syncer, clock: new FakeClock(), logger: new MemoryLogger() });
+    const deleted = pod('a', { deletionTimestamp: '2026-01-01T00:00:00Z' });
+    w.update(deleted, 'add');
+    await settle();
+    assert.deepEqual(syncer.calls, ['terminating:a:30', 'terminated:a']);
+    w.update({ ...deleted, metadata: { ...deleted.metadata, resourceVersion: '2' } }, 'update');
+    w.resyncAll();
+    await settle();
+    assert.deepEqual(syncer.calls, ['terminating:a:30', 'terminated:a']);
+    w.update(deleted, 'remove');
+    await settle();
+    assert.deepEqual(syncer.calls, ['terminating:a:30', 'terminated:a', 'terminated:a']);
+    assert.equal(w.state('a'), undefined);
+  });
+
   test('grace periods below 2 s are raised to 2 s; a forced deletion (0) is honoured', async () => {
     const syncer = new RecordingSyncer();
     const w = new PodWorkers({ syncer, clock: new FakeClock(), logger: new MemoryLogger() });

@@ -40,6 +40,13 @@ interface Worker {
   synced: boolean;
   /** The spec changed since the last sync (an "update" rather than a resync). */
   updated: boolean;
+  /**
+   * The terminated step finished for a pod being deleted (its containers, volumes and
+   * API object are gone or going): later updates of it, such as a finalizer keeping the
+   * object a while, have nothing left to do — upstream's "finished" pod worker. Only its
+   * removal from the source is still handled.
+   */
+  cleanedUp: boolean;
   /** Settles when the worker is forgotten; for waiters on a UID. */
   done: Promise<void>;
   finish: () => void;
@@ -94,6 +101,7 @@ export class PodWorkers {
         gracePeriodSeconds: undefined,
         synced: false,
         updated: false,
+        cleanedUp: false,
         done,
         finish,
       };
@@ -102,6 +110,7 @@ export class PodWorkers {
       w.pod = pod;
     }
     if (kind === 'remove') w.removed = true;
+    else if (w.cleanedUp) return;
     if (kind === 'update') w.updated = true;
     if (w.state === 'syncing' && (w.removed || pod.metadata?.deletionTimestamp != null))
       this.#beginTermination(w);
@@ -127,6 +136,7 @@ export class PodWorkers {
   /** Requeues every syncing pod (the periodic syncFrequency resync). */
   resyncAll(): void {
     for (const w of this.#workers.values()) {
+      if (w.cleanedUp) continue;
       w.dirty = true;
       this.#kick(w);
     }
@@ -258,6 +268,7 @@ export class PodWorkers {
       }
       case 'terminated': {
         await syncer.syncTerminatedPod(w.pod, signal);
+        if (w.pod.metadata?.deletionTimestamp != null) w.cleanedUp = true;
         if (w.removed) {
           this.#workers.delete(w.uid);
           w.timer?.abort();
