@@ -5,7 +5,7 @@
  * Per pod, at most one write is in flight; newer statuses coalesce. Failed writes are
  * retried by the periodic sync (every 10 s, as upstream's batch sync).
  */
-import type { Pod, PodStatus } from 'kubernetes-types/core/v1.js';
+import type { Pod, PodCondition, PodStatus } from 'kubernetes-types/core/v1.js';
 import { inNamespace, isConflict, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
@@ -54,19 +54,35 @@ const OWN_CONDITIONS = new Set([...KUBELET_CONDITIONS, 'PodScheduled']);
  */
 export function statusPatch(status: PodStatus): Record<string, unknown> {
   const replace = { $patch: 'replace' };
+  const terminal = status.phase === 'Succeeded' || status.phase === 'Failed';
   return {
     ...status,
     ...(status.conditions !== undefined && {
-      conditions: status.conditions.filter((c) => OWN_CONDITIONS.has(c.type)),
+      conditions: status.conditions.filter(
+        (c) => OWN_CONDITIONS.has(c.type) || (terminal && isKubeletDisruption(c)),
+      ),
     }),
     ...(status.podIPs !== undefined && { podIPs: [...status.podIPs, replace] }),
     ...(status.hostIPs !== undefined && { hostIPs: [...status.hostIPs, replace] }),
   };
 }
 
+/**
+ * A DisruptionTarget the kubelet itself set (node shutdown, eviction). Upstream's status
+ * manager sends it only with the terminal phase, once no container can still run; one
+ * another controller set is never sent back.
+ */
+function isKubeletDisruption(c: PodCondition): boolean {
+  return c.type === 'DisruptionTarget' && c.reason === 'TerminationByKubelet';
+}
+
+/** Amends a pod's terminal status (upstream's KillPodOptions.PodStatusFunc). */
+export type TerminalStatusAmendment = (status: PodStatus) => PodStatus;
+
 export class StatusManager {
   readonly #o: StatusManagerOptions;
   readonly #entries = new Map<string, Entry>();
+  readonly #amendments = new Map<string, TerminalStatusAmendment>();
   readonly #inflight = new Set<Promise<void>>();
 
   constructor(options: StatusManagerOptions) {
@@ -79,8 +95,11 @@ export class StatusManager {
   }
 
   /** Records the status of `pod` and writes it soon if the API lacks it. */
-  set(pod: Pod, status: PodStatus): void {
+  set(pod: Pod, given: PodStatus): void {
     const uid = pod.metadata?.uid ?? '';
+    const amend = this.#amendments.get(uid);
+    const terminal = given.phase === 'Succeeded' || given.phase === 'Failed';
+    const status = amend !== undefined && terminal ? amend(given) : given;
     const entry = this.#entries.get(uid);
     if (entry === undefined) {
       const apiStatus = pod.status === undefined ? undefined : fingerprint(pod.status);
@@ -97,9 +116,19 @@ export class StatusManager {
     this.#flush(uid);
   }
 
+  /**
+   * Every terminal status set for `uid` from now on passes through `amend` (the reason,
+   * message and DisruptionTarget of a pod the kubelet kills), so the pod sync's later
+   * statuses keep them and the API sees them with the terminal phase in one write.
+   */
+  amendTerminal(uid: string, amend: TerminalStatusAmendment): void {
+    this.#amendments.set(uid, amend);
+  }
+
   /** Forgets a pod whose object is gone. */
   remove(uid: string): void {
     this.#entries.delete(uid);
+    this.#amendments.delete(uid);
   }
 
   #flush(uid: string): void {

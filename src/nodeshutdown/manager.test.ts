@@ -1,0 +1,176 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import { nodeShutdownAdmitHandler } from '../admission/node-shutdown.ts';
+import { MemoryEventRecorder } from '../events/types.ts';
+import { FakeClock } from '../util/clock.ts';
+import { MemoryLogger } from '../util/logger.ts';
+import { FakeLogind } from './fake.ts';
+import { LogindShutdownManager } from './manager.ts';
+import type { ShutdownGracePeriodByPodPriority } from './types.ts';
+
+function pod(name: string, priority: number): Pod {
+  return {
+    metadata: { name, namespace: 'default', uid: `uid-${name}` },
+    spec: { containers: [{ name: 'c', image: 'x' }], priority },
+  };
+}
+
+const PERIODS: ShutdownGracePeriodByPodPriority[] = [
+  { priority: 0, shutdownGracePeriodSeconds: 4 },
+  { priority: 1000, shutdownGracePeriodSeconds: 2 },
+];
+
+async function settle(clock: FakeClock, ms = 0): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    await clock.advance(ms / 5);
+    await new Promise<void>((r) => setImmediate(r));
+  }
+}
+
+function setup(periods = PERIODS) {
+  const clock = new FakeClock();
+  const logind = new FakeLogind();
+  const logger = new MemoryLogger();
+  const recorder = new MemoryEventRecorder();
+  const killed: string[] = [];
+  let nodeSyncs = 0;
+  const manager = new LogindShutdownManager({
+    periods,
+    connect: () => logind.connect(),
+    activePods: () => [pod('web', 0), pod('db', 1000)],
+    killPod: async (p) => {
+      killed.push(p.metadata?.name ?? '');
+      return Promise.resolve();
+    },
+    syncNodeStatus: async () => {
+      nodeSyncs++;
+      return Promise.resolve();
+    },
+    recorder,
+    node: { kind: 'Node', name: 'n1', uid: 'n1' },
+    clock,
+    logger,
+  });
+  const controller = new AbortController();
+  const running = manager.run(controller.signal);
+  return {
+    clock,
+    logind,
+    logger,
+    recorder,
+    killed,
+    manager,
+    nodeSyncs: () => nodeSyncs,
+    stop: async () => {
+      controller.abort();
+      await running;
+    },
+    running,
+  };
+}
+
+describe('LogindShutdownManager', () => {
+  test('takes the lock, stops pods by group on PrepareForShutdown(true), releases, retakes on false', async () => {
+    const t = setup();
+    await settle(t.clock);
+    assert.equal(t.logind.locksHeld, 1);
+    assert.equal(t.manager.shutdownStatus(), undefined);
+    const admit = nodeShutdownAdmitHandler(() => t.manager.shutdownStatus() !== undefined);
+    assert.deepEqual(admit.admit(pod('new', 0)), { admit: true });
+
+    t.logind.prepareForShutdown(true);
+    await settle(t.clock);
+    assert.equal(t.manager.shutdownStatus(), 'node is shutting down');
+    assert.deepEqual(admit.admit(pod('new', 0)), {
+      admit: false,
+      reason: 'NodeShutdown',
+      message: 'Pod was rejected as the node is shutting down.',
+    });
+    assert.deepEqual(t.killed, ['web', 'db']);
+    assert.equal(t.nodeSyncs(), 1);
+    assert.equal(t.logind.locksHeld, 0, 'the lock is released once the pods are stopped');
+    assert.deepEqual(
+      t.recorder.events.map((e) => e.message),
+      ['Shutdown manager detected shutdown event'],
+    );
+
+    t.logind.prepareForShutdown(false);
+    await settle(t.clock);
+    assert.equal(t.manager.shutdownStatus(), undefined);
+    assert.equal(t.logind.locksHeld, 1);
+    assert.equal(t.logind.locksTaken, 2);
+    assert.equal(t.recorder.events[1]?.message, 'Shutdown manager detected shutdown cancellation');
+    await t.stop();
+    assert.equal(t.logind.locksHeld, 0, 'a stopping kubelet lets go of its lock');
+  });
+
+  test('no system bus: logged once, the kubelet runs on without it', async () => {
+    const t = setup();
+    t.logind.unreachable = true;
+    await settle(t.clock);
+    await t.running;
+    const errors = t.logger.records.filter((r) => r.level === 'error');
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0]?.msg, 'Failed to start node shutdown manager');
+    assert.match(String(errors[0]?.fields['err']), /no such file/);
+    assert.equal(t.logind.locksHeld, 0);
+  });
+
+  test('a short InhibitDelayMaxSec is raised through the drop-in and a reload', async () => {
+    const t = setup();
+    t.logind.delayMs = 1000;
+    await settle(t.clock);
+    assert.ok(t.logind.calls.includes('OverrideInhibitDelay 6'));
+    assert.ok(t.logind.calls.includes('ReloadLogindConf'));
+    assert.equal(t.logind.delayMs, 6000);
+    assert.equal(t.logind.locksHeld, 1);
+    await t.stop();
+  });
+
+  test('a delay that cannot be raised fails the start, naming both values', async () => {
+    const clock = new FakeClock();
+    const logind = new FakeLogind();
+    logind.delayMs = 1000;
+    logind.canReload = true;
+    // The reload "works" but logind never picks the drop-in up.
+    logind.connect = function (this: FakeLogind) {
+      const bus = FakeLogind.prototype.connect.call(this);
+      bus.overrideInhibitDelay = async () => Promise.resolve();
+      return bus;
+    };
+    const logger = new MemoryLogger();
+    const manager = new LogindShutdownManager({
+      periods: PERIODS,
+      connect: () => logind.connect(),
+      activePods: () => [],
+      killPod: async () => Promise.resolve(),
+      syncNodeStatus: async () => Promise.resolve(),
+      recorder: new MemoryEventRecorder(),
+      node: { kind: 'Node', name: 'n1', uid: 'n1' },
+      clock,
+      logger,
+    });
+    const running = manager.run(new AbortController().signal);
+    await settle(clock, 5000);
+    await running;
+    const error = logger.records.find((r) => r.level === 'error');
+    assert.equal(error?.msg, 'Failed to start node shutdown manager');
+    assert.equal(
+      error?.fields['err'],
+      'NodeShutdownError: node shutdown manager was timed out after 5 attempts waiting for logind InhibitDelayMaxSec to update to 6s (ShutdownGracePeriod), current value is 1s',
+    );
+    assert.equal(logind.locksHeld, 0);
+  });
+
+  test('a lost connection is made again after a second, with a new lock', async () => {
+    const t = setup();
+    await settle(t.clock);
+    t.logind.disconnectAll();
+    await settle(t.clock, 2000);
+    assert.equal(t.logind.buses.length, 2);
+    assert.equal(t.logind.locksTaken, 2);
+    assert.equal(t.logind.locksHeld, 1, 'the old lock is let go once the new one is held');
+    await t.stop();
+  });
+});
