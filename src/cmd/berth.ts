@@ -18,6 +18,8 @@ import { GrpcCriClient } from '../cri/index.ts';
 import { ApiEventRecorder } from '../events/recorder.ts';
 import { HttpKubeClient } from '../kube/http-client.ts';
 import { Kubelet, type KubeletOptions } from '../kubelet/kubelet.ts';
+import { evictionOptionsOf } from '../kubelet/eviction-wiring.ts';
+import { EvictionConfigError } from '../eviction/thresholds.ts';
 import { logRotatePolicy } from '../logs/index.ts';
 import { KubeletMetrics } from '../metrics/registry.ts';
 import { nodeReserved } from '../nodestatus/build.ts';
@@ -97,10 +99,12 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const k = config.kubelet;
   let server: KubeletOptions['server'];
+  let eviction: KubeletOptions['eviction'];
   try {
     server = k.enableServer ? serverOptions(k) : undefined;
+    eviction = evictionOptionsOf(k);
   } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
+    if (!(err instanceof ConfigError || err instanceof EvictionConfigError)) throw err;
     process.stderr.write(`berth: ${err.message}\n`);
     return 2;
   }
@@ -200,6 +204,7 @@ async function main(argv: readonly string[]): Promise<number> {
       allowedUnsafeSysctls: k.allowedUnsafeSysctls,
       logRotation: logRotatePolicy(k),
       ...(server !== undefined && { server }),
+      eviction,
       staticPods: {
         ...(k.staticPodPath !== null && { staticPodPath: k.staticPodPath }),
         ...(k.staticPodURL !== null && { staticPodURL: k.staticPodURL }),

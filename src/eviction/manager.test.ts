@@ -304,4 +304,50 @@ describe('EvictionManager', () => {
     assert.deepEqual(h.manager.conditions(), ['DiskPressure']);
     assert.equal(h.killed.length, 0);
   });
+
+  test('local storage: a container over its ephemeral-storage limit is evicted without pressure', async () => {
+    const h = harness();
+    const limited = pod('limited');
+    const c = limited.spec?.containers[0];
+    if (c !== undefined) c.resources = { limits: { 'ephemeral-storage': '10Mi' } };
+    const time = '2026-01-01T00:00:00Z';
+    addPod(h, limited, 1, {
+      containers: [
+        {
+          name: 'c',
+          startTime: time,
+          rootfs: { time, usedBytes: 8 * Mi },
+          logs: { time, usedBytes: 3 * Mi },
+        },
+      ],
+    });
+    addPod(h, pod('other'), 1);
+    h.setNode(4 * Gi);
+    const evicted = await h.manager.synchronize(signal);
+    assert.deepEqual(
+      evicted.map((p) => p.metadata?.name),
+      ['limited'],
+    );
+    assert.deepEqual(h.manager.conditions(), []);
+    assert.equal(h.killed[0]?.grace, 1);
+    assert.equal(
+      h.killed[0]?.status.message,
+      'Container c exceeded its local ephemeral storage limit "10Mi". ',
+    );
+    assert.equal(h.killed[0]?.status.condition, undefined);
+  });
+
+  test('local storage: the pod total over the sum of its limits', async () => {
+    const h = harness();
+    const limited = pod('limited');
+    const c = limited.spec?.containers[0];
+    if (c !== undefined) c.resources = { limits: { 'ephemeral-storage': '1Gi' } };
+    addPod(h, limited, 1, { 'ephemeral-storage': { time: '', usedBytes: 2 * Gi } });
+    h.setNode(4 * Gi);
+    await h.manager.synchronize(signal);
+    assert.equal(
+      h.killed[0]?.status.message,
+      'Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ',
+    );
+  });
 });

@@ -10,10 +10,11 @@ import type { Pod, PodCondition } from 'kubernetes-types/core/v1.js';
 import { isCriticalPod } from '../admission/predicates.ts';
 import { podTarget } from '../events/targets.ts';
 import type { EventRecorder } from '../events/types.ts';
-import type { StatsProvider } from '../stats/types.ts';
+import type { PodStats, StatsProvider } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
+import { localStorageViolation } from './local-storage.ts';
 import { evictionMessage, rankFor } from './rank.ts';
 import {
   SIGNAL_RESOURCE,
@@ -70,6 +71,8 @@ export interface EvictionManagerOptions {
   readonly dedicatedImageFs?: (signal: AbortSignal) => Promise<boolean>;
   readonly reclaimer?: NodeReclaimer;
   readonly metrics?: EvictionMetrics;
+  /** localStorageCapacityIsolation: evict pods over their ephemeral-storage limits (default on). */
+  readonly localStorageLimits?: boolean;
 }
 
 export class EvictionManager implements NodePressure {
@@ -116,7 +119,8 @@ export class EvictionManager implements NodePressure {
   /** One pass; returns the pods evicted (at most one). */
   async synchronize(signal: AbortSignal): Promise<Pod[]> {
     const o = this.#o;
-    if (this.#thresholds.length === 0) return [];
+    const localStorage = o.localStorageLimits ?? true;
+    if (this.#thresholds.length === 0 && !localStorage) return [];
     if (this.#dedicatedImageFs === undefined) {
       const dedicated = (await o.dedicatedImageFs?.(signal)) ?? false;
       this.#dedicatedImageFs = dedicated;
@@ -133,8 +137,7 @@ export class EvictionManager implements NodePressure {
     }
     const observations = observe(summary, o.podsMemoryBytes?.());
     const statsByUID = podStatsByUID(summary);
-    const statsOf = (p: Pod): ReturnType<typeof statsByUID.get> =>
-      statsByUID.get(p.metadata?.uid ?? '');
+    const statsOf = (p: Pod): PodStats | undefined => statsByUID.get(p.metadata?.uid ?? '');
 
     let met = thresholdsMet(this.#thresholds, observations, false);
     if (this.#thresholdsMet.length > 0)
@@ -156,6 +159,10 @@ export class EvictionManager implements NodePressure {
     this.#thresholdsMet = graced;
     const updated = thresholdsUpdatedStats(graced, observations, this.#lastObservations);
     this.#lastObservations = observations;
+    if (localStorage) {
+      const evicted = this.#localStorageEviction(active, statsOf);
+      if (evicted.length > 0) return evicted;
+    }
     if (updated.length === 0) return [];
 
     const sorted = byEvictionPriority(updated);
@@ -216,6 +223,22 @@ export class EvictionManager implements NodePressure {
     }
     o.logger.info('Eviction manager: unable to evict any pods from the node');
     return [];
+  }
+
+  /** Every pod over an ephemeral-storage limit is evicted at once, pressure or not. */
+  #localStorageEviction(active: readonly Pod[], statsOf: (p: Pod) => PodStats | undefined): Pod[] {
+    const evicted: Pod[] = [];
+    for (const pod of active) {
+      const stats = statsOf(pod);
+      if (stats === undefined) continue;
+      const v = localStorageViolation(pod, stats, this.#dedicatedImageFs ?? false);
+      if (v === undefined) continue;
+      if (this.#evict(pod, IMMEDIATE_GRACE_SECONDS, v.message)) {
+        this.#o.metrics?.evicted(v.signal);
+        evicted.push(pod);
+      }
+    }
+    return evicted;
   }
 
   /** Runs the reclaim functions for a disk signal; true when no threshold is met after. */

@@ -61,6 +61,8 @@ import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
 import { StaticPods, type StaticPodOptions } from './static-pods.ts';
 import { podConsumer } from './pod-consumer.ts';
+import { evictionStackOf, type EvictionOptions, type EvictionStack } from './eviction-wiring.ts';
+import { evictionAdmitHandler } from '../admission/eviction.ts';
 
 const POD_BACKOFF = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 } as const;
 export interface KubeletOptions {
@@ -103,6 +105,8 @@ export interface KubeletOptions {
   readonly server?: Omit<KubeletServerOptions, 'nodeName' | 'podLogsDir'>;
   /** staticPodPath, staticPodURL and their check frequencies. */
   readonly staticPods?: StaticPodOptions;
+  /** Node-pressure eviction and image GC; undefined: neither (unit tests). */
+  readonly eviction?: EvictionOptions;
 }
 
 export interface KubeletDeps {
@@ -146,6 +150,7 @@ export class Kubelet {
   readonly volumes: VolumeStack;
   readonly podCgroups: PodCgroups | undefined;
   readonly containerLogs: ContainerLogManager | undefined;
+  readonly eviction: EvictionStack | undefined;
   #cgroupDriver: 'cgroupfs' | 'systemd';
 
   constructor(options: KubeletOptions, deps: KubeletDeps) {
@@ -327,8 +332,22 @@ export class Kubelet {
       evictionMemoryBytes: options.evictionMemoryBytes,
       evictionNodefsFraction: options.evictionNodefsFraction,
       ...(options.reserved !== undefined && { reserved: options.reserved }),
+      pressure: () => this.eviction?.manager.conditions() ?? [],
       healthProblems: () =>
         [this.pleg.healthProblem(), this.source.healthProblem()].filter((p) => p !== undefined),
+    });
+    this.eviction = evictionStackOf(options, {
+      cri,
+      clock,
+      logger,
+      recorder,
+      metrics,
+      pods: () => this.static.config.pods(),
+      isRejected: (uid) => this.admission.isRejected(uid),
+      podWorkers: () => this.podWorkers,
+      status: () => this.status,
+      memoryCapacity: () => this.nodeStatus.node?.status?.capacity?.['memory'],
+      deleteAllUnusedContainers: (s) => this.#housekeeping.garbageCollect(s),
     });
     this.admission = new AdmissionManager({
       node: () => this.nodeStatus.node,
@@ -341,6 +360,7 @@ export class Kubelet {
       logger: logger.child({ component: 'admission' }),
       allowedUnsafeSysctls: options.allowedUnsafeSysctls ?? [],
       appArmorEnabled: () => this.#appArmorEnabled,
+      handlers: this.eviction === undefined ? [] : [evictionAdmitHandler(this.eviction.manager)],
     });
     this.lease = new LeaseController({
       client: kube,
@@ -465,6 +485,8 @@ export class Kubelet {
       this.#loop('pod-source', (s) => this.source.run(s));
       for (const [name, run] of this.static.loops()) this.#loop(name, run);
       this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
+      const eviction = this.eviction;
+      if (eviction !== undefined) this.#loop('eviction', (s) => eviction.run(s));
       // After registration, so the API server already knows the node's daemon port.
       await this.server?.start();
       this.#loop('resync', async (s) => {
