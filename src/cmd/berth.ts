@@ -23,6 +23,7 @@ import { EvictionConfigError } from '../eviction/thresholds.ts';
 import { logRotatePolicy } from '../logs/index.ts';
 import { KubeletMetrics } from '../metrics/registry.ts';
 import { nodeReserved } from '../nodestatus/build.ts';
+import { shutdownPeriods } from '../nodeshutdown/config.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
 import { createLogger } from '../util/logger.ts';
@@ -205,6 +206,14 @@ async function main(argv: readonly string[]): Promise<number> {
       logRotation: logRotatePolicy(k),
       ...(server !== undefined && { server }),
       eviction,
+      nodeShutdown: {
+        periods: shutdownPeriods(k),
+        // Where the InhibitDelayMaxSec drop-in goes instead of /etc/systemd/logind.conf.d:
+        // tests run logind privately and must never write the host's configuration.
+        ...(process.env['BERTH_LOGIND_CONF_DIR'] !== undefined && {
+          logindConfigDirectory: process.env['BERTH_LOGIND_CONF_DIR'],
+        }),
+      },
       staticPods: {
         ...(k.staticPodPath !== null && { staticPodPath: k.staticPodPath }),
         ...(k.staticPodURL !== null && { staticPodURL: k.staticPodURL }),

@@ -61,6 +61,9 @@ import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
 import { StaticPods, type StaticPodOptions } from './static-pods.ts';
 import { podConsumer } from './pod-consumer.ts';
+import { nodeShutdownOf, type NodeShutdownWiringOptions } from './node-shutdown.ts';
+import type { NodeShutdownManager } from '../nodeshutdown/types.ts';
+import { nodeShutdownAdmitHandler } from '../admission/node-shutdown.ts';
 import { evictionStackOf, type EvictionOptions, type EvictionStack } from './eviction-wiring.ts';
 import { evictionAdmitHandler } from '../admission/eviction.ts';
 
@@ -105,6 +108,8 @@ export interface KubeletOptions {
   readonly server?: Omit<KubeletServerOptions, 'nodeName' | 'podLogsDir'>;
   /** staticPodPath, staticPodURL and their check frequencies. */
   readonly staticPods?: StaticPodOptions;
+  /** Graceful node shutdown; undefined or no periods: off (berth never touches D-Bus). */
+  readonly nodeShutdown?: NodeShutdownWiringOptions;
   /** Node-pressure eviction and image GC; undefined: neither (unit tests). */
   readonly eviction?: EvictionOptions;
 }
@@ -150,6 +155,7 @@ export class Kubelet {
   readonly volumes: VolumeStack;
   readonly podCgroups: PodCgroups | undefined;
   readonly containerLogs: ContainerLogManager | undefined;
+  readonly shutdown: NodeShutdownManager | undefined;
   readonly eviction: EvictionStack | undefined;
   #cgroupDriver: 'cgroupfs' | 'systemd';
 
@@ -311,6 +317,16 @@ export class Kubelet {
       nodeName: options.nodeName,
       consumer: this.static.config.api,
     });
+    this.shutdown = nodeShutdownOf(options.nodeShutdown ?? { periods: [] }, {
+      nodeName: options.nodeName,
+      pods: () => this.static.config.pods(),
+      podWorkers: () => this.podWorkers,
+      status: () => this.status,
+      syncNodeStatus: (s) => this.nodeStatus.syncOnce(s),
+      recorder,
+      clock,
+      logger,
+    });
     this.nodeStatus = new NodeStatusManager({
       client: kube,
       clock,
@@ -334,7 +350,11 @@ export class Kubelet {
       ...(options.reserved !== undefined && { reserved: options.reserved }),
       pressure: () => this.eviction?.manager.conditions() ?? [],
       healthProblems: () =>
-        [this.pleg.healthProblem(), this.source.healthProblem()].filter((p) => p !== undefined),
+        [
+          this.pleg.healthProblem(),
+          this.source.healthProblem(),
+          this.shutdown?.shutdownStatus(),
+        ].filter((p) => p !== undefined),
     });
     this.eviction = evictionStackOf(options, {
       cri,
@@ -360,7 +380,10 @@ export class Kubelet {
       logger: logger.child({ component: 'admission' }),
       allowedUnsafeSysctls: options.allowedUnsafeSysctls ?? [],
       appArmorEnabled: () => this.#appArmorEnabled,
-      handlers: this.eviction === undefined ? [] : [evictionAdmitHandler(this.eviction.manager)],
+      handlers: [
+        ...(this.eviction === undefined ? [] : [evictionAdmitHandler(this.eviction.manager)]),
+        nodeShutdownAdmitHandler(() => this.shutdown?.shutdownStatus() !== undefined),
+      ],
     });
     this.lease = new LeaseController({
       client: kube,
@@ -485,6 +508,8 @@ export class Kubelet {
       this.#loop('pod-source', (s) => this.source.run(s));
       for (const [name, run] of this.static.loops()) this.#loop(name, run);
       this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
+      const shutdown = this.shutdown;
+      if (shutdown !== undefined) this.#loop('node-shutdown', (s) => shutdown.run(s));
       const eviction = this.eviction;
       if (eviction !== undefined) this.#loop('eviction', (s) => eviction.run(s));
       // After registration, so the API server already knows the node's daemon port.

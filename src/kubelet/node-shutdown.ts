@@ -54,7 +54,11 @@ export function killPodNow(
 ): KillPodFunc {
   return async (pod, gracePeriodSeconds, amend, signal) => {
     const uid = pod.metadata?.uid ?? '';
-    status().amendTerminal(uid, amend);
+    // Upstream applies the status function as the kill starts, so the phase it decides
+    // (Failed unless the pod had already succeeded) holds even when the containers then
+    // exit 0 on SIGTERM.
+    const { phase } = amend(status().get(uid) ?? pod.status ?? {});
+    status().amendTerminal(uid, (s) => ({ ...amend(s), ...(phase !== undefined && { phase }) }));
     podWorkers().terminate(uid, gracePeriodSeconds);
     for (;;) {
       const state = podWorkers().state(uid);

@@ -39,6 +39,8 @@ export interface BerthNodeOptions {
   readonly nodeIp?: string;
   /** The kubelet API's port (default: a free port). */
   readonly port?: number;
+  /** Extra environment for berth (e.g. DBUS_SYSTEM_BUS_ADDRESS), over this process's. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 export interface BerthNode {
@@ -152,6 +154,7 @@ export async function startBerth(
       args,
       logFile,
       detached: options.detached === true,
+      ...(options.env !== undefined && { env: { ...process.env, ...options.env } }),
     });
     const node: BerthNode = {
       nodeName,
