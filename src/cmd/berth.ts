@@ -16,7 +16,10 @@ import { ConfigError, HelpRequestedError } from '../config/errors.ts';
 import type { KubeletConfig } from '../config/types.ts';
 import { GrpcCriClient } from '../cri/index.ts';
 import { ApiEventRecorder } from '../events/recorder.ts';
+import { LogEventRecorder } from '../events/log-recorder.ts';
 import { HttpKubeClient } from '../kube/http-client.ts';
+import { NoApiClient } from '../kube/no-api-client.ts';
+import { standaloneConfigProblem } from './standalone.ts';
 import { Kubelet, type KubeletOptions } from '../kubelet/kubelet.ts';
 import { evictionOptionsOf } from '../kubelet/eviction-wiring.ts';
 import { EvictionConfigError } from '../eviction/thresholds.ts';
@@ -111,10 +114,15 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const logger = createLogger({ verbosity: config.verbosity, format: config.loggingFormat });
   logger.info('Starting berth', { node: config.nodeName, version: '0.1.0' });
-  if (config.kubeconfig === null || config.kubeconfig === '') {
-    process.stderr.write('berth: --kubeconfig is required (standalone mode is not supported)\n');
+  // Upstream's standalone mode: no --kubeconfig, no API client at all.
+  const kubeconfig = config.kubeconfig ?? '';
+  const standalone = kubeconfig === '';
+  const standaloneProblem = standalone ? standaloneConfigProblem(k) : undefined;
+  if (standaloneProblem !== undefined) {
+    process.stderr.write(`berth: ${standaloneProblem}\n`);
     return 2;
   }
+  if (standalone) logger.info('Standalone mode, no API client');
   if (k.failSwapOn && (await isSwapOn())) {
     process.stderr.write(`berth: ${SWAP_ON_MESSAGE}\n`);
     return 1;
@@ -139,39 +147,46 @@ async function main(argv: readonly string[]): Promise<number> {
   });
   const nodeIPs = config.nodeIPs.length > 0 ? config.nodeIPs : ['127.0.0.1'];
   const certOptions = {
-    config: { ...config, kubeconfig: config.kubeconfig },
+    config: { ...config, kubeconfig },
     k,
     nodeIPs,
     clock: systemClock,
     logger: logger.child({ component: 'certificates' }),
   };
   try {
-    await bootstrapIfConfigured(certOptions, certs.signal);
+    if (!standalone) await bootstrapIfConfigured(certOptions, certs.signal);
   } catch (err) {
     if (certs.signal.aborted) return 0;
     throw err;
   }
   // From the kubeconfig path, so a rotated client certificate can be reloaded.
-  const kube = await HttpKubeClient.fromKubeconfig(config.kubeconfig, {
-    qps: k.kubeAPIQPS,
-    burst: k.kubeAPIBurst,
-    clock: systemClock,
-    logger: logger.child({ component: 'kube-client' }),
-  });
-  const certificates = await startCertificateManagers(certOptions, kube, certs.signal);
+  const kube = standalone
+    ? new NoApiClient()
+    : await HttpKubeClient.fromKubeconfig(kubeconfig, {
+        qps: k.kubeAPIQPS,
+        burst: k.kubeAPIBurst,
+        clock: systemClock,
+        logger: logger.child({ component: 'kube-client' }),
+      });
+  const certificates =
+    kube instanceof HttpKubeClient
+      ? await startCertificateManagers(certOptions, kube, certs.signal)
+      : { serving: undefined, stopped: () => Promise.resolve() };
   const metrics = new KubeletMetrics({ nodeName: config.nodeName });
   const cri = new GrpcCriClient(socketPath(k.containerRuntimeEndpoint), {
     defaultTimeoutMs: k.runtimeRequestTimeoutMs,
     metrics,
   });
-  const recorder = new ApiEventRecorder({
-    client: kube,
-    clock: systemClock,
-    logger: logger.child({ component: 'events' }),
-    nodeName: config.nodeName,
-    qps: k.eventRecordQPS,
-    burst: k.eventBurst,
-  });
+  const recorder = standalone
+    ? new LogEventRecorder(logger.child({ component: 'events' }))
+    : new ApiEventRecorder({
+        client: kube,
+        clock: systemClock,
+        logger: logger.child({ component: 'events' }),
+        nodeName: config.nodeName,
+        qps: k.eventRecordQPS,
+        burst: k.eventBurst,
+      });
   const reserve = evictionReserve(k.evictionHard);
   const kubelet = new Kubelet(
     {
@@ -205,6 +220,7 @@ async function main(argv: readonly string[]): Promise<number> {
       allowedUnsafeSysctls: k.allowedUnsafeSysctls,
       logRotation: logRotatePolicy(k),
       ...(server !== undefined && { server }),
+      standalone,
       eviction,
       nodeShutdown: {
         periods: shutdownPeriods(k),

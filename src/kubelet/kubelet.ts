@@ -49,7 +49,6 @@ import {
   nodeAllocatable,
   podHostsFile,
   podsAllocatable,
-  raceTimeout,
   readNodeHosts,
   runtimeCgroupDriver,
 } from './kubelet-util.ts';
@@ -61,6 +60,7 @@ import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
 import { StaticPods, type StaticPodOptions } from './static-pods.ts';
 import { podConsumer } from './pod-consumer.ts';
+import { apiLoops } from './startup.ts';
 import { nodeShutdownOf, type NodeShutdownWiringOptions } from './node-shutdown.ts';
 import type { NodeShutdownManager } from '../nodeshutdown/types.ts';
 import { nodeShutdownAdmitHandler } from '../admission/node-shutdown.ts';
@@ -108,6 +108,8 @@ export interface KubeletOptions {
   readonly server?: Omit<KubeletServerOptions, 'nodeName' | 'podLogsDir'>;
   /** staticPodPath, staticPodURL and their check frequencies. */
   readonly staticPods?: StaticPodOptions;
+  /** No API server (no --kubeconfig): static pods only, no registration, no API calls. */
+  readonly standalone?: boolean;
   /** Graceful node shutdown; undefined or no periods: off (berth never touches D-Bus). */
   readonly nodeShutdown?: NodeShutdownWiringOptions;
   /** Node-pressure eviction and image GC; undefined: neither (unit tests). */
@@ -285,7 +287,8 @@ export class Kubelet {
       logger: logger.child({ component: 'pod-workers' }),
       ...(metrics !== undefined && { metrics }),
     });
-    this.static = new StaticPods(options.staticPods ?? {}, {
+    const staticOptions = { ...options.staticPods, api: options.standalone !== true };
+    this.static = new StaticPods(staticOptions, {
       nodeName: options.nodeName,
       kube,
       recorder,
@@ -322,7 +325,9 @@ export class Kubelet {
       pods: () => this.static.config.pods(),
       podWorkers: () => this.podWorkers,
       status: () => this.status,
-      syncNodeStatus: (s) => this.nodeStatus.syncOnce(s),
+      // Standalone: there is no Node to post the shutdown condition to.
+      syncNodeStatus: (s) =>
+        options.standalone === true ? Promise.resolve(false) : this.nodeStatus.syncOnce(s),
       recorder,
       clock,
       logger,
@@ -469,7 +474,10 @@ export class Kubelet {
     );
   }
 
-  /** Starts every manager; resolves once the node is registered and the loops run. */
+  /**
+   * Starts every manager; resolves once the loops run. Nothing waits for the API
+   * server (see startup.ts): the static pods start while it is unreachable.
+   */
   async start(): Promise<void> {
     if (this.#state !== 'NEW') throw new Error(`Cannot start the kubelet in state ${this.#state}`);
     this.#state = 'STARTING';
@@ -487,7 +495,8 @@ export class Kubelet {
       this.#appArmorEnabled = await hostAppArmorEnabled();
       // The first relist fills the runtime cache before any pod is synced (adoption).
       await this.pleg.relist(signal);
-      await this.nodeStatus.register(signal);
+      // Admission and the pod cgroups use this Node until the API has the real one.
+      await this.nodeStatus.buildLocal(signal);
       recorder.event(
         { kind: 'Node', name: this.#o.nodeName, uid: this.#o.nodeName },
         'Normal',
@@ -495,24 +504,18 @@ export class Kubelet {
         'Starting kubelet.',
       );
       await this.podCgroups?.start(podsAllocatable(this.nodeStatus.node));
-      this.#loop('services', (s) => this.services.run(s));
-      this.#loop('tokens', (s) => this.volumes.tokens.run(s));
       const logs = this.containerLogs;
       if (logs !== undefined) this.#loop('container-logs', (s) => logs.run(s));
-      // Service variables need the list; without it every container would wait a sync.
-      await raceTimeout(this.services.whenSynced(signal), 10_000);
       this.#loop('pleg', (s) => this.pleg.run(s));
-      this.#loop('node-status', (s) => this.nodeStatus.run(s));
-      this.#loop('lease', (s) => this.lease.run(s));
-      this.#loop('status', (s) => this.status.run(s));
-      this.#loop('pod-source', (s) => this.source.run(s));
       for (const [name, run] of this.static.loops()) this.#loop(name, run);
+      if (this.#o.standalone !== true)
+        for (const [name, run] of apiLoops(this)) this.#loop(name, run);
       this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
       const shutdown = this.shutdown;
       if (shutdown !== undefined) this.#loop('node-shutdown', (s) => shutdown.run(s));
       const eviction = this.eviction;
       if (eviction !== undefined) this.#loop('eviction', (s) => eviction.run(s));
-      // After registration, so the API server already knows the node's daemon port.
+      // Logs and exec of the static pods are served while the API is unreachable too.
       await this.server?.start();
       this.#loop('resync', async (s) => {
         while (!s.aborted) {

@@ -27,6 +27,11 @@ export interface StaticPodOptions {
   readonly staticPodURL?: string;
   readonly staticPodURLHeader?: Readonly<Record<string, readonly string[]>>;
   readonly httpCheckFrequencyMs?: number;
+  /**
+   * False in standalone mode: no API source to wait for before orphans may be killed,
+   * and no mirror pods.
+   */
+  readonly api?: boolean;
 }
 
 export interface StaticPodDeps {
@@ -55,6 +60,7 @@ export class StaticPods {
   readonly #file: FileSource | undefined;
   readonly #http: HttpSource | undefined;
   readonly #d: StaticPodDeps;
+  readonly #api: boolean;
   /** Full name -> UID of the static pod handed to the pod workers under that name. */
   readonly #started = new Map<string, string>();
 
@@ -62,7 +68,8 @@ export class StaticPods {
     this.#d = deps;
     const { nodeName, clock, logger, recorder } = deps;
     const log = logger.child({ component: 'static-pods' });
-    const sources: PodSourceName[] = ['api'];
+    this.#api = options.api ?? true;
+    const sources: PodSourceName[] = this.#api ? ['api'] : [];
     if (options.staticPodPath) sources.push('file');
     if (options.staticPodURL) sources.push('http');
     this.config = new PodConfig({
@@ -150,8 +157,9 @@ export class StaticPods {
     const http = this.#http;
     if (file !== undefined) out.push(['static-pod-file', (s) => file.run(s)]);
     if (http !== undefined) out.push(['static-pod-url', (s) => http.run(s)]);
-    // Always: mirrors left by a staticPodPath since unconfigured are orphans to delete.
-    out.push(['mirror-pods', (s) => this.mirrors.run(s)]);
+    // Always with an API: mirrors left by a staticPodPath since unconfigured are
+    // orphans to delete.
+    if (this.#api) out.push(['mirror-pods', (s) => this.mirrors.run(s)]);
     return out;
   }
 

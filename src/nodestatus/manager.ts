@@ -18,6 +18,7 @@ import {
   nodeImages,
   statusFingerprint,
   type NodeReserved,
+  type NodeStatusInput,
 } from './build.ts';
 import type { HostInfoProvider } from './host-info.ts';
 
@@ -64,14 +65,66 @@ export class NodeStatusManager {
   #lastPosted: string | undefined;
   #lastPostAt = 0;
   #lastReady: boolean | undefined;
+  /** The Node built locally before the API has one (upstream's initialNode). */
+  #local: Node | undefined;
+  readonly #registered = Promise.withResolvers<true>();
 
   constructor(options: NodeStatusManagerOptions) {
     this.#o = options;
+    // Nobody may be waiting when berth stops before registering.
+    this.#registered.promise.catch(() => undefined);
   }
 
-  /** The Node as last read or written (uid, podCIDR, labels). */
+  /**
+   * The Node as last read or written (uid, podCIDR, labels); before the API has
+   * answered, the one built by `buildLocal` (no UID), as upstream's getNodeAnyWay.
+   */
   get node(): Node | undefined {
-    return this.#node;
+    return this.#node ?? this.#local;
+  }
+
+  /**
+   * Builds the Node from this host alone (labels, taints, capacity, allocatable), so
+   * static pods are admitted and the pod cgroups sized while the API server is
+   * unreachable, or absent (standalone), as upstream's initialNode.
+   */
+  async buildLocal(signal: AbortSignal): Promise<Node> {
+    const o = this.#o;
+    const [capacity, systemInfo, version] = await Promise.all([
+      o.host.capacity(),
+      o.host.systemInfo(),
+      o.runtime.version({}, { signal, timeoutMs: 5000 }).catch(() => undefined),
+    ]);
+    const base = initialNode({
+      nodeName: o.nodeName,
+      labels: o.labels,
+      taints: o.taints,
+      ...(o.providerID !== undefined && { providerID: o.providerID }),
+    });
+    const node: Node = {
+      ...base,
+      status: buildNodeStatus(undefined, {
+        ...this.#statusInput(capacity, systemInfo, version, undefined),
+        notReadyReason: undefined,
+      }),
+    };
+    this.#local = node;
+    return node;
+  }
+
+  /** Resolves once the Node was created or adopted in the API. */
+  whenRegistered(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => {
+        reject(signal.reason as Error);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      void this.#registered.promise.then(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      });
+    });
   }
 
   /** Creates the Node or adopts an existing one; retries until it succeeds or `signal` aborts. */
@@ -101,6 +154,7 @@ export class NodeStatusManager {
           logger.info('Node already registered, adopted it', { node: nodeName });
         }
         this.#lastPosted = undefined;
+        this.#registered.resolve(true);
         return this.#node;
       } catch (err) {
         if (signal.aborted) throw err;
@@ -183,23 +237,9 @@ export class NodeStatusManager {
     const notReadyReason = await this.#notReadyReason(signal);
     const previous: NodeStatus | undefined = this.#node?.status;
     const status = buildNodeStatus(previous, {
-      nodeName: o.nodeName,
-      capacity,
-      systemInfo,
-      maxPods: o.maxPods,
-      containerRuntimeVersion:
-        version === undefined
-          ? (previous?.nodeInfo?.containerRuntimeVersion ?? '')
-          : `${version.runtimeName}://${version.runtimeVersion}`,
-      nodeIPs: o.nodeIPs,
-      kubeletPort: o.kubeletPort,
-      evictionMemoryBytes: o.evictionMemoryBytes,
-      evictionNodefsFraction: o.evictionNodefsFraction,
-      ...(o.reserved !== undefined && { reserved: o.reserved }),
+      ...this.#statusInput(capacity, systemInfo, version, previous),
       notReadyReason,
-      ...(o.pressure !== undefined && { pressure: o.pressure() }),
       ...(images !== undefined && { images }),
-      now: new Date(o.clock.now()),
     });
     const fingerprint = statusFingerprint(status);
     const due = o.clock.now() - this.#lastPostAt >= o.reportFrequencyMs;
@@ -259,6 +299,33 @@ export class NodeStatusManager {
         `Node ${o.nodeName} status is now: ${reason}`,
       );
     }
+  }
+
+  /** What every status is built from, but readiness and images. */
+  #statusInput(
+    capacity: Awaited<ReturnType<HostInfoProvider['capacity']>>,
+    systemInfo: Awaited<ReturnType<HostInfoProvider['systemInfo']>>,
+    version: { runtimeName: string; runtimeVersion: string } | undefined,
+    previous: NodeStatus | undefined,
+  ): Omit<NodeStatusInput, 'notReadyReason'> {
+    const o = this.#o;
+    return {
+      nodeName: o.nodeName,
+      capacity,
+      systemInfo,
+      maxPods: o.maxPods,
+      containerRuntimeVersion:
+        version === undefined
+          ? (previous?.nodeInfo?.containerRuntimeVersion ?? '')
+          : `${version.runtimeName}://${version.runtimeVersion}`,
+      nodeIPs: o.nodeIPs,
+      kubeletPort: o.kubeletPort,
+      evictionMemoryBytes: o.evictionMemoryBytes,
+      evictionNodefsFraction: o.evictionNodefsFraction,
+      ...(o.reserved !== undefined && { reserved: o.reserved }),
+      ...(o.pressure !== undefined && { pressure: o.pressure() }),
+      now: new Date(o.clock.now()),
+    };
   }
 
   /** Forces the next sync to post (e.g. after the runtime became ready). */

@@ -39,6 +39,12 @@ export interface BerthNodeOptions {
   readonly nodeIp?: string;
   /** The kubelet API's port (default: a free port). */
   readonly port?: number;
+  /**
+   * Standalone mode: no --kubeconfig (static pods only), and the kubelet API with the
+   * authentication that mode allows: x509 client certificates from the cluster CA,
+   * webhook authentication off, authorization AlwaysAllow.
+   */
+  readonly standalone?: boolean;
   /** Extra environment for berth (e.g. DBUS_SYSTEM_BUS_ADDRESS), over this process's. */
   readonly env?: Readonly<Record<string, string>>;
 }
@@ -120,6 +126,9 @@ export async function startBerth(
       'authentication:',
       '  x509:',
       `    clientCAFile: ${identity.caFile}`,
+      ...(options.standalone === true
+        ? ['  webhook:', '    enabled: false', 'authorization:', '  mode: AlwaysAllow']
+        : []),
       'failSwapOn: false',
       'failCgroupV1: false',
       'maxParallelImagePulls: 5',
@@ -130,8 +139,12 @@ export async function startBerth(
   );
   const logFile = join(dir, 'berth.log');
   const args = [
-    '--kubeconfig',
-    bootstrap === undefined ? identity.kubeconfig : join(dir, 'kubelet.kubeconfig'),
+    ...(options.standalone === true
+      ? []
+      : [
+          '--kubeconfig',
+          bootstrap === undefined ? identity.kubeconfig : join(dir, 'kubelet.kubeconfig'),
+        ]),
     ...(bootstrap === undefined ? [] : ['--bootstrap-kubeconfig', bootstrapKubeconfig]),
     '--cert-dir',
     certDir,
