@@ -83,7 +83,7 @@ export function nodeShutdownOf(
     connect:
       d.connect ??
       (() =>
-        new LogindBus({
+        LogindBus.connect({
           clock: d.clock,
           logger,
           ...(options.logindConfigDirectory !== undefined && {

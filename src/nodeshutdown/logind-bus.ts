@@ -52,9 +52,13 @@ export class LogindBus implements InhibitBus {
   readonly #onFailure = new Set<(err: Error) => void>();
 
   /** Connects to DBUS_SYSTEM_BUS_ADDRESS (or the standard socket). */
-  constructor(options: LogindBusOptions) {
+  static connect(options: LogindBusOptions): LogindBus {
+    return new LogindBus(options, systemBus());
+  }
+
+  private constructor(options: LogindBusOptions, bus: MessageBus) {
     this.#o = options;
-    this.#bus = systemBus();
+    this.#bus = bus;
     const fail = (err: Error): void => {
       this.#failed ??= err;
       for (const f of [...this.#onFailure]) f(err);

@@ -6,7 +6,7 @@
  * their shares, then lets go of the lock; PrepareForShutdown(false) brings it back.
  */
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
@@ -133,7 +133,7 @@ describe('graceful node shutdown on berth (containerd 2.x, real systemd-logind)'
     assert.ok(berthLock(await logind.listInhibitors()));
   });
 
-  test('PrepareForShutdown(true): NotReady, pods stopped by group within their shares, new pods refused, lock released', async () => {
+  test('PrepareForShutdown(true): NotReady, pods stopped by group within their shares, new pods refused, lock released', async (t) => {
     await logind.sendPrepareForShutdown('boolean:true');
     const notReady = await eventually(
       'node NotReady',
@@ -171,6 +171,9 @@ describe('graceful node shutdown on berth (containerd 2.x, real systemd-logind)'
     const at = async (name: string): Promise<number> =>
       Number((await readFile(join(stamps, name), 'utf8')).trim());
     const [low, mid, high] = [await at('low'), await at('mid'), await at('high')];
+    t.diagnostic(
+      `SIGTERM at: mid ${(mid - low).toFixed(2)}s after low, high ${(high - mid).toFixed(2)}s after mid`,
+    );
     // Low stopped after ~1 s, so the next group began early; mid ignored SIGTERM and
     // held its group for the whole share.
     assert.ok(low < mid && mid < high, `order low ${low} < mid ${mid} < high ${high}`);
@@ -216,5 +219,33 @@ describe('graceful node shutdown on berth (containerd 2.x, real systemd-logind)'
       async () => ((await readyCondition())?.status === 'True' ? true : undefined),
       60_000,
     );
+  });
+
+  test('periods beyond InhibitDelayMaxSec: the drop-in is written, and a failed reload is reported at start', async () => {
+    const config = await readFile(berth.configFile, 'utf8');
+    await writeFile(
+      berth.configFile,
+      config.replaceAll(
+        `shutdownGracePeriodSeconds: ${SHARE_SECONDS}`,
+        'shutdownGracePeriodSeconds: 20',
+      ),
+    );
+    berth = await berth.restart();
+    const log = await eventually(
+      'the start failure',
+      async () => {
+        const text = await readFile(berth.logFile, 'utf8');
+        return text.includes('Failed to start node shutdown manager') ? text : undefined;
+      },
+      60_000,
+    );
+    // logind reloads on SIGHUP through systemd's KillUnit, which this host lacks.
+    assert.match(log, /unable to reload logind conf: .*org\.freedesktop\.systemd1/);
+    assert.equal(
+      await readFile(join(logind.confDir, '99-kubelet.conf'), 'utf8'),
+      '# Kubelet logind override\n[Login]\nInhibitDelayMaxSec=60\n',
+    );
+    assert.equal(berthLock(await logind.listInhibitors()), undefined);
+    assert.ok(berth.process.alive(), 'berth runs on without graceful shutdown');
   });
 });
