@@ -222,6 +222,35 @@ describe('prober manager', () => {
     );
   });
 
+  test('readiness is probed as soon as the startup probe passes, not a period later', async () => {
+    let started = false;
+    const h = await harness((cmd) => (cmd === 'start' && !started ? 1 : 0));
+    const main = spec('main', {
+      startupProbe: execProbe('start', { failureThreshold: 120, periodSeconds: 5 }),
+      readinessProbe: execProbe('ready', { periodSeconds: 30 }),
+    });
+    const pod = testPod({ containers: [main] });
+    const id = await h.run();
+    const state = h.state({ name: 'main', id, from: main });
+    h.prober.syncPod(pod, state);
+    await settle();
+    await h.clock.advance(10_000);
+    await settle();
+    assert.equal(h.prober.readiness(pod, state)('main'), false);
+    started = true;
+    // The next startup tick is within 5 s; readiness' next tick would be up to 30 s away.
+    await h.clock.advance(5000);
+    await settle();
+    assert.equal(h.prober.get('startup', id), 'success');
+    const ready = h.execs.find((e) => e.cmd === 'ready');
+    assert.ok(ready !== undefined, 'readiness was probed');
+    assert.equal(h.prober.readiness(pod, state)('main'), true);
+    // It then keeps its own 30 s schedule: no second probe right away.
+    await h.clock.advance(5000);
+    await settle();
+    assert.equal(h.execs.filter((e) => e.cmd === 'ready').length, 1);
+  });
+
   test('a restarted container starts with fresh results; the old worker stops', async () => {
     const h = await harness(() => 1);
     const main = spec('main', { livenessProbe: execProbe('alive', { failureThreshold: 1 }) });

@@ -246,6 +246,12 @@ export class ProberManager implements ProbeResultsReader {
         onChange: () => {
           this.#o.onChange(uid);
         },
+        onStarted: () => {
+          // Readiness, held back by the startup probe, is probed now rather than at its
+          // next tick (upstream triggers it from UpdatePodStatus); liveness keeps its period.
+          const w = this.#workers.get(`${uid}/${container.name}/readiness`);
+          if (w?.worker.target.containerId === instance.id) w.worker.trigger();
+        },
         podIP: () => this.#podIPs.get(uid),
         random: this.#o.random ?? Math.random,
         startedAt: this.#startedAt,

@@ -35,6 +35,8 @@ export interface WorkerDeps {
   readonly results: ResultsStore;
   /** Called when a published result changed, so the pod is synced promptly. */
   readonly onChange: () => void;
+  /** Called once this container's startup probe passed (its other probes may run now). */
+  readonly onStarted?: () => void;
   /** The pod IP now (the sandbox may get one after the worker started). */
   readonly podIP: () => string | undefined;
   /** In [0, 1): spreads the first probes (tests pass a fixed value). */
@@ -92,6 +94,8 @@ export class ProbeWorker {
   readonly #d: WorkerDeps;
   #last: ProbeResult | undefined;
   #run = 0;
+  /** Ends the current wait between probes early (see trigger). */
+  #wake: AbortController | undefined;
 
   constructor(kind: ProbeKind, probe: Probe, target: WorkerTarget, deps: WorkerDeps) {
     this.kind = kind;
@@ -134,7 +138,7 @@ export class ProbeWorker {
         if (!(await this.#tick(signal))) return;
         const at = clock.now();
         const next = anchor + (Math.floor((at - anchor) / periodMs) + 1) * periodMs;
-        await clock.sleep(next - at, signal);
+        await this.#wait(next - at, signal);
       }
     } catch (err) {
       if (signal.aborted) return;
@@ -142,6 +146,33 @@ export class ProbeWorker {
         probe: this.kind,
         error: String(err),
       });
+    }
+  }
+
+  /**
+   * Probes at once instead of at the next tick, as upstream's manual trigger: once the
+   * startup probe passed, readiness must not wait up to a whole period (a pod would be
+   * NotReady for no reason). Does nothing before the initial delay is over.
+   */
+  trigger(): void {
+    this.#wake?.abort();
+  }
+
+  /** Sleeps `ms`, or less when triggered; rejects only when `signal` aborts. */
+  async #wait(ms: number, signal: AbortSignal): Promise<void> {
+    const wake = new AbortController();
+    this.#wake = wake;
+    const stop = (): void => {
+      wake.abort(signal.reason);
+    };
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      await this.#d.clock.sleep(ms, wake.signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+    } finally {
+      signal.removeEventListener('abort', stop);
+      this.#wake = undefined;
     }
   }
 
@@ -206,7 +237,10 @@ export class ProbeWorker {
           : 1
         : Math.max(1, this.#probe.failureThreshold ?? 3);
     if (this.#run < threshold) return true;
-    if (results.set(this.kind, containerId, result)) this.#d.onChange();
+    if (results.set(this.kind, containerId, result)) {
+      this.#d.onChange();
+      if (this.kind === 'startup' && result === 'success') this.#d.onStarted?.();
+    }
     if (result === 'failure' && this.kind !== 'readiness') return false;
     return !(result === 'success' && this.kind === 'startup');
   }
