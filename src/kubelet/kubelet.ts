@@ -331,6 +331,8 @@ export class Kubelet {
       recorder,
       clock,
       logger,
+      rootDir: options.rootDir,
+      ...(metrics !== undefined && { metrics }),
     });
     this.nodeStatus = new NodeStatusManager({
       client: kube,

@@ -109,6 +109,7 @@ describe('node shutdown wiring', () => {
         recorder: { event: () => undefined },
         clock: new FakeClock(),
         logger: new MemoryLogger(),
+        rootDir: '/nonexistent',
         connect: () => {
           connects++;
           throw new Error('unused');

@@ -8,6 +8,9 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { EventRecorder } from '../events/types.ts';
 import { LogindBus } from '../nodeshutdown/logind-bus.ts';
 import { LogindShutdownManager } from '../nodeshutdown/manager.ts';
+import { LOCAL_STORAGE_STATE_FILE, ShutdownStateStorage } from '../nodeshutdown/storage.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
+import { join } from 'node:path';
 import type {
   InhibitBus,
   KillPodFunc,
@@ -35,6 +38,9 @@ export interface NodeShutdownWiringDeps {
   readonly recorder: EventRecorder;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** --root-dir: where the last shutdown's times are kept. */
+  readonly rootDir: string;
+  readonly metrics?: KubeletMetrics;
   /** The system bus (tests); default: a LogindBus on DBUS_SYSTEM_BUS_ADDRESS. */
   readonly connect?: () => InhibitBus;
 }
@@ -101,5 +107,12 @@ export function nodeShutdownOf(
     node: { kind: 'Node', name: d.nodeName, uid: d.nodeName },
     clock: d.clock,
     logger,
+    state: new ShutdownStateStorage(join(d.rootDir, LOCAL_STORAGE_STATE_FILE)),
+    ...(d.metrics !== undefined && {
+      metrics: {
+        setStart: (s: number) => d.metrics?.gracefulShutdownStartTime.set(s),
+        setEnd: (s: number) => d.metrics?.gracefulShutdownEndTime.set(s),
+      },
+    }),
   });
 }

@@ -108,6 +108,8 @@ export class KubeletMetrics {
   readonly evictions: Counter<'eviction_signal'>;
   readonly evictionStatsAge: Histogram<'eviction_signal'>;
   readonly imageGarbageCollected: Counter<'reason'>;
+  readonly gracefulShutdownStartTime: Gauge;
+  readonly gracefulShutdownEndTime: Gauge;
   readonly httpRequests: Counter<HttpLabel>;
   readonly httpRequestsDuration: Histogram<HttpLabel>;
   readonly httpInflightRequests: Gauge<HttpLabel>;
@@ -274,6 +276,16 @@ export class KubeletMetrics {
       'Total number of images garbage collected by the kubelet, whether through disk usage or image age.',
       ['reason'],
     );
+    this.gracefulShutdownStartTime = new Gauge({
+      name: 'kubelet_graceful_shutdown_start_time_seconds',
+      help: 'Last graceful shutdown start time since unix epoch in seconds',
+      registers,
+    });
+    this.gracefulShutdownEndTime = new Gauge({
+      name: 'kubelet_graceful_shutdown_end_time_seconds',
+      help: 'Last graceful shutdown end time since unix epoch in seconds',
+      registers,
+    });
     this.httpRequests = counter(
       'kubelet_http_requests_total',
       'Number of the http requests received since the server started',

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { nodeShutdownAdmitHandler } from '../admission/node-shutdown.ts';
@@ -7,6 +10,7 @@ import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { FakeLogind } from './fake.ts';
 import { LogindShutdownManager } from './manager.ts';
+import { ShutdownStateStorage } from './storage.ts';
 import type { ShutdownGracePeriodByPodPriority } from './types.ts';
 
 function pod(name: string, priority: number): Pod {
@@ -172,5 +176,63 @@ describe('LogindShutdownManager', () => {
     assert.equal(t.logind.locksTaken, 2);
     assert.equal(t.logind.locksHeld, 1, 'the old lock is let go once the new one is held');
     await t.stop();
+  });
+
+  test('the last shutdown is kept on disk and set on the metrics, also after a restart', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-shutdown-'));
+    try {
+      const path = join(dir, 'graceful_node_shutdown_state');
+      const run = (gauges: Record<string, number>) => {
+        const clock = new FakeClock(Date.UTC(2026, 0, 1));
+        const logind = new FakeLogind();
+        const manager = new LogindShutdownManager({
+          periods: PERIODS,
+          connect: () => logind.connect(),
+          activePods: () => [pod('web', 0)],
+          killPod: async () => clock.sleep(1500),
+          syncNodeStatus: async () => Promise.resolve(),
+          recorder: new MemoryEventRecorder(),
+          node: { kind: 'Node', name: 'n1', uid: 'n1' },
+          clock,
+          logger: new MemoryLogger(),
+          state: new ShutdownStateStorage(path),
+          metrics: {
+            setStart: (v) => (gauges['start'] = v),
+            setEnd: (v) => (gauges['end'] = v),
+          },
+        });
+        const controller = new AbortController();
+        const running = manager.run(controller.signal);
+        return { clock, logind, stop: async () => (controller.abort(), running) };
+      };
+      const first: Record<string, number> = {};
+      const a = run(first);
+      await settle(a.clock);
+      a.logind.prepareForShutdown(true);
+      // The state file is written for real between the clock's steps.
+      for (let i = 0; i < 100 && !((first['end'] ?? 0) > 0); i++) {
+        await a.clock.advance(500);
+        await new Promise<void>((r) => setTimeout(r, 10));
+      }
+      const start = Date.UTC(2026, 0, 1) / 1000;
+      assert.equal(first['start'], start);
+      assert.ok(
+        first['end'] !== undefined && first['end'] >= start + 1,
+        `end ${String(first['end'])}`,
+      );
+      const saved = JSON.parse(await readFile(path, 'utf8')) as Record<string, string>;
+      assert.equal(Math.trunc(Date.parse(saved['startTime'] ?? '') / 1000), first['start']);
+      assert.equal(Math.trunc(Date.parse(saved['endTime'] ?? '') / 1000), first['end']);
+      await a.stop();
+
+      const second: Record<string, number> = {};
+      const b = run(second);
+      await settle(b.clock);
+      await new Promise<void>((r) => setTimeout(r, 50));
+      assert.deepEqual(second, first);
+      await b.stop();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -18,9 +18,11 @@ import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 import { killPods, periodRequestedSeconds } from './pod-manager.ts';
+import type { ShutdownStateStorage } from './storage.ts';
 import {
   NODE_SHUTTING_DOWN,
   NodeShutdownError,
+  type GracefulShutdownMetrics,
   type InhibitBus,
   type InhibitLock,
   type KillPodFunc,
@@ -46,7 +48,12 @@ export interface LogindShutdownManagerOptions {
   readonly node: EventTarget;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** The last shutdown's times (upstream's graceful_node_shutdown_state file). */
+  readonly state?: ShutdownStateStorage;
+  readonly metrics?: GracefulShutdownMetrics;
 }
+
+const seconds = (ms: number): number => Math.trunc(ms / 1000);
 
 function formatSeconds(ms: number): string {
   return `${ms / 1000}s`;
@@ -80,6 +87,7 @@ export class LogindShutdownManager implements NodeShutdownManager {
       this.#close();
       return;
     }
+    await this.#setMetrics();
     try {
       for (;;) {
         await closed;
@@ -242,8 +250,34 @@ export class LogindShutdownManager implements NodeShutdownManager {
     }
   }
 
+  /** The gauges from the state file: the shutdown before the last reboot. */
+  async #setMetrics(): Promise<void> {
+    const { state, metrics, logger } = this.#o;
+    if (state === undefined || metrics === undefined) return;
+    try {
+      const last = await state.load();
+      if (last.startTime !== undefined) metrics.setStart(seconds(last.startTime));
+      if (last.endTime !== undefined) metrics.setEnd(seconds(last.endTime));
+    } catch (err) {
+      logger.error('Failed to load graceful shutdown state', { err: String(err) });
+    }
+  }
+
+  async #storeState(startTime: number, endTime?: number): Promise<void> {
+    await this.#o.state
+      ?.store({ startTime, ...(endTime !== undefined && { endTime }) })
+      .catch((err: unknown) => {
+        this.#o.logger.error('Failed to store graceful shutdown state', { err: String(err) });
+      });
+  }
+
   async #processShutdownEvent(signal: AbortSignal): Promise<void> {
     this.#o.logger.info('Shutdown manager processing shutdown event');
+    const { metrics, clock } = this.#o;
+    const startTime = clock.now();
+    await this.#storeState(startTime);
+    metrics?.setStart(seconds(startTime));
+    metrics?.setEnd(0);
     try {
       await killPods(
         {
@@ -256,6 +290,9 @@ export class LogindShutdownManager implements NodeShutdownManager {
         signal,
       );
     } finally {
+      const endTime = clock.now();
+      await this.#storeState(startTime, endTime);
+      metrics?.setEnd(seconds(endTime));
       const lock = this.#lock;
       this.#lock = undefined;
       await lock?.release().catch((err: unknown) => {

@@ -68,6 +68,12 @@ export class NodeShutdownError extends Error {
   }
 }
 
+/** kubelet_graceful_shutdown_{start,end}_time_seconds (seconds since the epoch; 0: unset). */
+export interface GracefulShutdownMetrics {
+  setStart(seconds: number): void;
+  setEnd(seconds: number): void;
+}
+
 /** What the kubelet sees of the shutdown manager. */
 export interface NodeShutdownManager {
   /** Watches for shutdown events until `signal` aborts; never throws (failures are logged). */

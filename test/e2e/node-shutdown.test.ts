@@ -191,6 +191,12 @@ describe('graceful node shutdown on berth (containerd 2.x, real systemd-logind)'
       15_000,
     );
 
+    // Upstream's state file in --root-dir, for the graceful_shutdown_*_time metrics.
+    const state = JSON.parse(
+      await readFile(join(berth.dir, 'graceful_node_shutdown_state'), 'utf8'),
+    ) as { startTime: string; endTime: string };
+    assert.ok(Date.parse(state.endTime) - Date.parse(state.startTime) >= SHARE_SECONDS * 1000);
+
     await applyJson(cluster, busyboxPod(cluster, 'latecomer', node));
     const late = await waitForPod(
       cluster,
