@@ -50,10 +50,9 @@ export interface EvictionWiring {
   readonly deleteAllUnusedContainers: (signal: AbortSignal) => Promise<void>;
 }
 
-/** The eviction manager and the image garbage collector it reclaims with. */
+/** The eviction manager, and the loops of it and the image garbage collector. */
 export interface EvictionStack {
   readonly manager: EvictionManager;
-  readonly images: ImageGcManager;
   /** Both loops; returns when `signal` aborts. */
   run(signal: AbortSignal): Promise<void>;
 }
@@ -162,7 +161,6 @@ export function evictionStackOf(
   });
   return {
     manager,
-    images,
     run: async (signal) => {
       await Promise.all([manager.run(signal), images.run(signal)]);
     },
