@@ -96,16 +96,26 @@ export function spawnLogged(
       {
         stdio: ['ignore', fd, fd],
         env: { ...process.env, KUBE_TEST_REPO_LIST: s.repoList },
-        // Ginkgo passes an interrupt on to its processes and writes its reports.
-        signal,
-        killSignal: 'SIGINT',
+        // Its own process group: an interrupt goes to Ginkgo and its parallel processes
+        // alike (as a terminal's ^C would; Ginkgo does not pass it on), which then stop,
+        // clean up and write the reports.
+        detached: true,
       },
     );
+    const interrupt = (): void => {
+      if (child.pid !== undefined) {
+        try {
+          process.kill(-child.pid, 'SIGINT');
+        } catch {
+          // Already gone.
+        }
+      }
+    };
+    signal.addEventListener('abort', interrupt, { once: true });
     return new Promise((resolve, reject) => {
-      child.once('error', (err) => {
-        if (!signal.aborted) reject(err);
-      });
+      child.once('error', reject);
       child.once('exit', (code) => {
+        signal.removeEventListener('abort', interrupt);
         resolve(code);
       });
     });
