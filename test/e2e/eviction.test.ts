@@ -3,7 +3,7 @@
  * host is never at risk: the thresholds are set relative to what the host has when the
  * test starts (memory.available = available now minus 1.5 GiB; pid.available =
  * available now minus 1500), and a pod then takes 1.5 GiB more than what is above the
- * threshold when it starts (busybox tail buffering a line with no end; refused if the
+ * threshold when it starts (busybox tails buffering lines with no end; refused if the
  * host would keep less than 15 GiB available) or forks 2500 sleeping processes (bounded by count, and
  * each sleep ends by itself). The host keeps well over 15 GiB available throughout.
  */
@@ -40,6 +40,16 @@ async function meminfo(key: string): Promise<number> {
 /** memory.available as berth (and cAdvisor) measure it: MemFree + Inactive(file). */
 async function memoryAvailable(): Promise<number> {
   return (await meminfo('MemFree')) + (await meminfo('Inactive(file)'));
+}
+
+/**
+ * A shell command holding about `bytes` of memory: busybox tail buffering lines that
+ * never end, 512 MiB per tail (one tail past 2 GiB overflows and lets go).
+ */
+function hogCommand(bytes: number): string {
+  const chunks = Math.ceil(bytes / (512 * Mi));
+  const one = `(head -c ${512 * Mi} /dev/zero; sleep 3600) | tail`;
+  return `i=0; while [ $i -lt ${chunks} ]; do ${one} & i=$((i+1)); done; wait`;
 }
 
 /** pid.available as berth measures it: pid_max minus the tasks now. */
@@ -141,7 +151,7 @@ describe('node-pressure eviction on berth (containerd 2.x)', () => {
     await applyJson(
       cluster,
       busyboxPod(cluster, 'hog', node, {
-        command: ['sh', '-c', `(head -c ${hogBytes} /dev/zero; sleep 3600) | tail`],
+        command: ['sh', '-c', hogCommand(hogBytes)],
       }),
     );
     const pressured = await waitCondition('MemoryPressure', 'True', 60_000).catch(
@@ -370,6 +380,77 @@ describe('node-pressure eviction on berth (containerd 2.x)', () => {
       await disk?.stop();
       await run('umount', [mnt]).catch(() => run('umount', ['-l', mnt]));
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('soft threshold: no eviction before its grace period, eviction after', async () => {
+    await cluster.kubectl(['delete', 'pods', '--all', '--wait=true']).catch(() => '');
+    await berth.stop();
+    const mi = Math.floor(((await memoryAvailable()) - 1.5 * 2 ** 30) / Mi);
+    const softThreshold = `${mi % 1024 === 0 ? mi - 1 : mi}Mi`;
+    const soft = await startBerth(cluster, {
+      extraConfig: [
+        'evictionSoft:',
+        `  memory.available: "${softThreshold}"`,
+        'evictionSoftGracePeriod:',
+        '  memory.available: 30s',
+        'evictionMaxPodGracePeriod: 5',
+        'evictionPressureTransitionPeriod: 30s',
+        'nodeStatusUpdateFrequency: 2s',
+      ],
+    });
+    try {
+      const softNode = soft.nodeName;
+      const memoryPressure = (status: string, timeoutMs: number): Promise<Node> =>
+        eventually(
+          `node MemoryPressure=${status}`,
+          async () => {
+            const n = await getJson<Node>(cluster, ['get', 'node', softNode]);
+            return condition(n, 'MemoryPressure') === status ? n : undefined;
+          },
+          timeoutMs,
+        );
+      await memoryPressure('False', 60_000);
+      const thresholdBytes = Number.parseInt(softThreshold, 10) * Mi;
+      const hogBytes =
+        Math.ceil(((await memoryAvailable()) - thresholdBytes + 2.5 * 2 ** 30) / Mi) * Mi;
+      assert.ok((await meminfo('MemAvailable')) - hogBytes > 15 * 2 ** 30);
+      await applyJson(
+        cluster,
+        busyboxPod(cluster, 'soft-hog', softNode, {
+          command: ['sh', '-c', hogCommand(hogBytes)],
+        }),
+      );
+      await memoryPressure('True', 60_000);
+      const seen = Date.now();
+      // Pressure is reported, but the grace period (30 s from the first observation) runs.
+      await new Promise((resolve) => setTimeout(resolve, 15_000));
+      const waiting = await getJson<Pod>(cluster, ['get', 'pod', 'soft-hog']);
+      assert.equal(waiting?.status?.phase, 'Running', 'not evicted within the grace period');
+      const evicted = await waitForPod(
+        cluster,
+        'default',
+        'soft-hog',
+        'evicted after the grace period',
+        (p) => p.status?.phase === 'Failed',
+        60_000,
+      ).catch(async (err: unknown) => {
+        const log = await readFile(soft.logFile, 'utf8').catch(() => '');
+        const lines = log.split('\n').filter((l) => /viction/.test(l));
+        throw new Error(
+          `${String(err)}; ${Math.round((Date.now() - seen) / 1000)}s after pressure; memory.available ${await memoryAvailable()}; berth: ${lines.slice(-15).join('\n')}`,
+        );
+      });
+      assert.equal(evicted.status?.reason, 'Evicted');
+      assert.match(
+        evicted.status?.message ?? '',
+        new RegExp(
+          `^The node was low on resource: memory\\. Threshold quantity: ${softThreshold}, `,
+        ),
+      );
+    } finally {
+      await cluster.kubectl(['delete', 'pods', '--all', '--wait=true']).catch(() => '');
+      await soft.stop();
     }
   });
 });
