@@ -22,7 +22,7 @@ import type { StatusManager } from '../status/manager.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { parseQuantity } from '../util/quantity.ts';
-import type { KubeletOptions } from './kubelet.ts';
+import type { NodeReserved } from '../nodestatus/build.ts';
 
 /** The eviction and image GC settings of the KubeletConfiguration, thresholds parsed. */
 export interface EvictionOptions {
@@ -81,7 +81,13 @@ async function dedicatedImageFs(
 
 /** The eviction manager and image GC for the kubelet's options; undefined: both off. */
 export function evictionStackOf(
-  kubelet: KubeletOptions,
+  kubelet: {
+    readonly eviction?: EvictionOptions | undefined;
+    readonly reserved?: NodeReserved | undefined;
+    readonly nodeName: string;
+    readonly rootDir: string;
+    readonly podLogsDir: string;
+  },
   w: EvictionWiring,
 ): EvictionStack | undefined {
   const options = kubelet.eviction;

@@ -6,25 +6,13 @@
  *
  * Stopping never kills pods: containers keep running and a restarted berth adopts them.
  */
-import type { Taint } from 'kubernetes-types/core/v1.js';
 import { AdmissionManager } from '../admission/manager.ts';
 import { PodCgroups } from '../cm/pod-cgroups.ts';
-import type { CgroupManager } from '../cm/types.ts';
-import type { CriClient } from '../cri/index.ts';
-import type { EventRecorder } from '../events/types.ts';
 import { ImageManager } from '../images/manager.ts';
-import type { KubeClient } from '../kube/types.ts';
 import type { NodeAllocatable } from '../kuberuntime/downward.ts';
-import {
-  CriContainerLogManager,
-  type ContainerLogManager,
-  type LogRotatePolicy,
-} from '../logs/index.ts';
+import { CriContainerLogManager, type ContainerLogManager } from '../logs/index.ts';
 import { runtimeCounts } from '../metrics/pod-metrics.ts';
-import type { KubeletMetrics } from '../metrics/registry.ts';
 import { LeaseController } from '../nodelease/controller.ts';
-import type { NodeReserved } from '../nodestatus/build.ts';
-import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { hostAppArmorEnabled } from '../admission/apparmor.ts';
 import { NodeStatusManager } from '../nodestatus/manager.ts';
 import { RelistPleg } from '../pleg/generic.ts';
@@ -32,17 +20,10 @@ import type { PodLifecycleEvent } from '../pleg/types.ts';
 import { ApiPodSource } from '../podsource/api-source.ts';
 import { PodWorkers } from '../podworkers/pod-workers.ts';
 import { ProberManager } from '../prober/manager.ts';
-import type {
-  KubeletServer,
-  KubeletServerOptions,
-  ServingCertificateSource,
-} from '../server/server.ts';
+import type { KubeletServer } from '../server/server.ts';
 import { StatusManager } from '../status/manager.ts';
 import { Backoff } from '../util/backoff.ts';
-import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
-import type { Logger } from '../util/logger.ts';
-import type { Mounter } from '../volumes/mounter.ts';
 import { podObjectRefs } from '../volumes/sources/index.ts';
 import { Housekeeping } from './housekeeping.ts';
 import {
@@ -58,81 +39,19 @@ import { createVolumeStack, type VolumeStack } from './volume-stack.ts';
 import { PodSync } from './pod-sync.ts';
 import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
-import { StaticPods, type StaticPodOptions } from './static-pods.ts';
+import { StaticPods } from './static-pods.ts';
 import { podConsumer } from './pod-consumer.ts';
 import { apiLoops } from './startup.ts';
-import { nodeShutdownOf, type NodeShutdownWiringOptions } from './node-shutdown.ts';
+import { nodeShutdownOf } from './node-shutdown.ts';
 import type { NodeShutdownManager } from '../nodeshutdown/types.ts';
 import { nodeShutdownAdmitHandler } from '../admission/node-shutdown.ts';
-import { evictionStackOf, type EvictionOptions, type EvictionStack } from './eviction-wiring.ts';
+import { evictionStackOf, type EvictionStack } from './eviction-wiring.ts';
 import { evictionAdmitHandler } from '../admission/eviction.ts';
 
 const POD_BACKOFF = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 } as const;
-export interface KubeletOptions {
-  readonly nodeName: string;
-  readonly nodeIPs: readonly string[];
-  readonly nodeLabels: Readonly<Record<string, string>>;
-  readonly registerWithTaints: readonly Taint[];
-  readonly providerID?: string;
-  readonly podLogsDir: string;
-  readonly cgroupRoot: string;
-  readonly cgroupsPerQOS: boolean;
-  readonly maxPods: number;
-  readonly kubeletPort: number;
-  readonly syncFrequencyMs: number;
-  readonly nodeStatusUpdateFrequencyMs: number;
-  readonly nodeStatusReportFrequencyMs: number;
-  readonly nodeStatusMaxImages: number;
-  readonly nodeLeaseDurationSeconds: number;
-  readonly maxParallelImagePulls: number;
-  readonly evictionMemoryBytes: number;
-  readonly evictionNodefsFraction: number;
-  /** kubeReserved + systemReserved, held back from allocatable. */
-  readonly reserved?: NodeReserved;
-  readonly clusterDNS: readonly string[];
-  readonly clusterDomain: string;
-  readonly resolvConf: string;
-  /** --root-dir: per-pod volumes and files live under <rootDir>/pods. */
-  readonly rootDir: string;
-  /** The configured cgroup driver (used when the runtime does not say). */
-  readonly cgroupDriver: 'cgroupfs' | 'systemd';
-  readonly podPidsLimit: number;
-  readonly allowedUnsafeSysctls?: readonly string[];
-  /** containerLogMaxSize and friends; undefined: logs are never rotated. */
-  readonly logRotation?: LogRotatePolicy;
-  /** seccompDefault: RuntimeDefault for containers that set no profile. */
-  readonly seccompDefault?: boolean;
-  /** The node's hosts file, copied for hostNetwork pods (default /etc/hosts). */
-  readonly nodeHostsFile?: string;
-  /** The kubelet API (:10250) and healthz; undefined: not served (enableServer false). */
-  readonly server?: Omit<KubeletServerOptions, 'nodeName' | 'podLogsDir'>;
-  /** staticPodPath, staticPodURL and their check frequencies. */
-  readonly staticPods?: StaticPodOptions;
-  /** No API server (no --kubeconfig): static pods only, no registration, no API calls. */
-  readonly standalone?: boolean;
-  /** Graceful node shutdown; undefined or no periods: off (berth never touches D-Bus). */
-  readonly nodeShutdown?: NodeShutdownWiringOptions;
-  /** Node-pressure eviction and image GC; undefined: neither (unit tests). */
-  readonly eviction?: EvictionOptions;
-}
+import type { KubeletDeps, KubeletOptions, KubeletState } from './options.ts';
 
-export interface KubeletDeps {
-  readonly kube: KubeClient;
-  readonly cri: CriClient;
-  readonly recorder: EventRecorder;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly host: HostInfoProvider;
-  readonly metrics?: KubeletMetrics;
-  /** The cgroup filesystem; without it berth makes no QoS or pod cgroups (unit tests). */
-  readonly cgroups?: CgroupManager;
-  /** mount(8)/umount(8) by default. */
-  readonly mounter?: Mounter;
-  /** The rotating :10250 serving certificate (serverTLSBootstrap). */
-  readonly servingCertificate?: ServingCertificateSource;
-}
-
-export type KubeletState = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED' | 'FAILED';
+export type { KubeletDeps, KubeletOptions, KubeletState } from './options.ts';
 
 export class Kubelet {
   readonly #o: KubeletOptions;

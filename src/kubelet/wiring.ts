@@ -19,7 +19,7 @@ import { ProcHostStats } from '../stats/host.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { podDnsConfig, readResolvConf } from './dns.ts';
-import type { KubeletOptions } from './kubelet.ts';
+import type { KubeletOptions } from './options.ts';
 import type { RuntimeConfigOptions } from './runtime-config.ts';
 
 /** The runtime config PodSync builds CRI sandbox and container configs with. */
