@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct conformance
+.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct conformance
 
 all: test
 
@@ -34,6 +34,12 @@ test-unit: deps
 test-e2e: deps
 	@echo "== end-to-end tests (real control plane, containerd 2.x and 1.6, registry)"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/e2e/**/*.test.ts'
+
+## test-eviction: node-pressure eviction with real memory, PID and disk pressure (a tier of
+## its own: the memory and PID scenarios depend on what the rest of the machine is doing)
+test-eviction: deps
+	@echo "== eviction end-to-end tests (real, bounded pressure)"
+	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/eviction/**/*.test.ts'
 
 ## demo: a local single-node cluster, left running; kubeconfig in .demo/kubeconfig
 demo: deps

@@ -270,3 +270,29 @@ describe('observedGeneration (GA in v1.35)', () => {
     assert.equal(cond(bad, 'Initialized')?.message, 'containers with incomplete status: [i]');
   });
 });
+
+describe('conditions of other controllers', () => {
+  test("a readiness gate set in the API counts although the status manager's copy lacks it", () => {
+    const p: Pod = {
+      ...pod([c('app')], [], 'Always', {
+        conditions: [
+          { type: 'PodScheduled', status: 'True' },
+          { type: 'example.com/gate', status: 'True' },
+        ],
+      }),
+    };
+    const gated: Pod = {
+      ...p,
+      spec: {
+        ...p.spec,
+        readinessGates: [{ conditionType: 'example.com/gate' }],
+        containers: [c('app')],
+      },
+    };
+    const s = status(gated, [instance('app', 'running')], {
+      previous: { conditions: [{ type: 'PodScheduled', status: 'True' }] },
+    });
+    assert.equal(cond(s, 'Ready')?.status, 'True');
+    assert.equal(cond(s, 'example.com/gate')?.status, 'True');
+  });
+});

@@ -86,6 +86,7 @@ function condition(
  */
 function readyCondition(
   pod: Pod,
+  others: readonly PodCondition[],
   containersReady: boolean,
   now: string,
   prevConditions: readonly PodCondition[],
@@ -95,7 +96,7 @@ function readyCondition(
   if (!containersReady) return condition('Ready', false, now, prevConditions, reason, message);
   const unmet: string[] = [];
   for (const gate of pod.spec?.readinessGates ?? []) {
-    const c = prevConditions.find((x) => x.type === gate.conditionType);
+    const c = others.find((x) => x.type === gate.conditionType);
     if (c === undefined)
       unmet.push(
         `corresponding condition of pod readiness gate "${gate.conditionType}" does not exist.`,
@@ -132,6 +133,16 @@ export function generatePodStatus(input: StatusInput): PodStatus {
   const { pod, runtime } = input;
   const previous = input.previous ?? pod.status ?? {};
   const prevConditions = previous.conditions ?? [];
+  // Conditions other controllers own (readiness gates, DisruptionTarget) as the API has
+  // them now, over any this kubelet set itself and has not written yet: the status
+  // manager's copy does not see another controller's patch.
+  const others = [
+    ...new Map(
+      [...prevConditions, ...(pod.status?.conditions ?? [])]
+        .filter((c) => !KUBELET_CONDITIONS.has(c.type))
+        .map((c) => [c.type, c]),
+    ).values(),
+  ];
   const now = apiTime(input.now);
   const initSpecs = pod.spec?.initContainers ?? [];
   const ctx: ContainerStatusContext = {
@@ -218,9 +229,9 @@ export function generatePodStatus(input: StatusInput): PodStatus {
           initDone ? undefined : 'ContainersNotInitialized',
           initDone ? undefined : `containers with incomplete status: [${notInit.join(' ')}]`,
         ),
-    readyCondition(pod, containersReady, now, prevConditions, reason, message),
+    readyCondition(pod, others, containersReady, now, prevConditions, reason, message),
     condition('ContainersReady', containersReady, now, prevConditions, reason, message),
-    ...prevConditions.filter((c) => !KUBELET_CONDITIONS.has(c.type)),
+    ...others,
   ];
   // A pod bound by spec.nodeName never met the scheduler; the kubelet reports it scheduled.
   if (!conditions.some((c) => c.type === 'PodScheduled')) {

@@ -156,6 +156,8 @@ describe('probe state on berth with containerd2', () => {
         status: 'False',
         reason: 'ReadinessGatesNotReady',
         message: `corresponding condition of pod readiness gate "${gate}" does not exist.`,
+        // The kubelet's conditions carry the pod generation they reflect (GA in v1.35).
+        observedGeneration: waiting.metadata?.generation,
         lastTransitionTime: undefined,
         lastProbeTime: undefined,
       },
