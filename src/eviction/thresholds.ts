@@ -7,21 +7,9 @@
  * an EvictionConfigError naming the field, so berth refuses to start as upstream does.
  */
 import { BerthError } from '../util/errors.ts';
+import { EVICTION_SIGNALS } from '../config/validation.ts';
 import { parseQuantity } from '../util/quantity.ts';
 import type { QuantityFormat, Signal, Threshold, ThresholdValue } from './types.ts';
-
-/** Upstream's signalToResource keys: every signal the eviction manager knows. */
-export const SIGNALS: readonly Signal[] = [
-  'memory.available',
-  'allocatableMemory.available',
-  'nodefs.available',
-  'nodefs.inodesFree',
-  'imagefs.available',
-  'imagefs.inodesFree',
-  'containerfs.available',
-  'containerfs.inodesFree',
-  'pid.available',
-];
 
 /** A threshold statement berth cannot act on; `field` is e.g. `evictionHard[memory.available]`. */
 export class EvictionConfigError extends BerthError {
@@ -42,8 +30,9 @@ export interface ThresholdConfig {
   readonly enforceNodeAllocatable: readonly string[];
 }
 
+/** Upstream's signalToResource keys, one list with the config's validation. */
 function isSignal(name: string): name is Signal {
-  return (SIGNALS as readonly string[]).includes(name);
+  return EVICTION_SIGNALS.has(name);
 }
 
 function checkSignal(field: string, signal: string): Signal {
