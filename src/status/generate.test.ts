@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import type { RuntimeContainer } from '../kuberuntime/runtime-state.ts';
+import { runtimeContainer as container, runtimeStatus as runtime } from './testing.ts';
 import { generatePodStatus } from './generate.ts';
 
 const NOW = new Date('2026-01-01T00:00:10Z');
@@ -11,39 +12,6 @@ function pod(restartPolicy: 'Always' | 'OnFailure' | 'Never', names = ['main']):
     metadata: { uid: 'u1', name: 'p', namespace: 'ns' },
     spec: { restartPolicy, containers: names.map((name) => ({ name, image: 'busybox:1' })) },
     status: { conditions: [{ type: 'PodScheduled', status: 'True' }] },
-  };
-}
-
-function container(
-  name: string,
-  state: RuntimeContainer['state'],
-  extra: Partial<RuntimeContainer> = {},
-): RuntimeContainer {
-  return {
-    id: `${name}-${String(extra.attempt ?? 0)}`,
-    name,
-    state,
-    attempt: 0,
-    createdAt: 1000,
-    startedAt: 2000,
-    hash: 'h',
-    image: 'busybox:1',
-    imageRef: 'sha256:abc',
-    sandboxId: 's1',
-    ...(state === 'exited' && { exitCode: 0, finishedAt: 3000 }),
-    ...extra,
-  };
-}
-
-function runtime(containers: RuntimeContainer[]): RuntimePodStatus {
-  return {
-    uid: 'u1',
-    name: 'p',
-    namespace: 'ns',
-    sandboxes: [
-      { id: 's1', state: 'ready', attempt: 0, createdAt: 500, ip: '10.88.0.5', ips: ['10.88.0.5'] },
-    ],
-    containers,
   };
 }
 
