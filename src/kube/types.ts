@@ -155,6 +155,32 @@ export const LEASES: ResourcePath = {
   resource: 'leases',
 };
 
+export const PERSISTENTVOLUMECLAIMS: ResourcePath = {
+  group: '',
+  version: 'v1',
+  resource: 'persistentvolumeclaims',
+};
+export const PERSISTENTVOLUMES: ResourcePath = {
+  group: '',
+  version: 'v1',
+  resource: 'persistentvolumes',
+};
+export const VOLUMEATTACHMENTS: ResourcePath = {
+  group: 'storage.k8s.io',
+  version: 'v1',
+  resource: 'volumeattachments',
+};
+export const CSIDRIVERS: ResourcePath = {
+  group: 'storage.k8s.io',
+  version: 'v1',
+  resource: 'csidrivers',
+};
+export const CSINODES: ResourcePath = {
+  group: 'storage.k8s.io',
+  version: 'v1',
+  resource: 'csinodes',
+};
+
 export function inNamespace(path: ResourcePath, namespace: string): ResourcePath {
   return { ...path, namespace };
 }
