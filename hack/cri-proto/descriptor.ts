@@ -18,6 +18,9 @@ export interface FieldDescriptor {
   readonly label: string;
   readonly type: string;
   readonly typeName?: string;
+  /** Index into the owner's oneofDecl when the field is a oneof member. */
+  readonly oneofIndex?: number;
+  readonly proto3Optional?: boolean;
   readonly options?: Readonly<Record<string, unknown>>;
 }
 
@@ -26,6 +29,7 @@ export interface MessageDescriptor {
   readonly field?: readonly FieldDescriptor[];
   readonly nestedType?: readonly MessageDescriptor[];
   readonly enumType?: readonly EnumDescriptor[];
+  readonly oneofDecl?: readonly { readonly name: string }[];
   readonly options?: { readonly mapEntry?: boolean };
 }
 
@@ -48,6 +52,7 @@ export interface ServiceDescriptor {
 }
 
 export interface FileDescriptor {
+  readonly name?: string;
   readonly package: string;
   readonly messageType: readonly MessageDescriptor[];
   readonly enumType?: readonly EnumDescriptor[];
@@ -66,7 +71,8 @@ export async function loadProto(path: string): Promise<FileDescriptor> {
     const out = join(dir, 'fds.json');
     await run(bufBinary, ['build', dir, '--as-file-descriptor-set', '-o', out]);
     const parsed = JSON.parse(await readFile(out, 'utf8')) as { file: FileDescriptor[] };
-    const file = parsed.file[0];
+    // Imports (CSI's google/protobuf ones) come first in the set: pick the file itself.
+    const file = parsed.file.find((f) => f.name === name) ?? parsed.file[0];
     if (file === undefined) throw new Error(`Cannot load ${path}: buf produced no file descriptor`);
     return file;
   } finally {

@@ -76,7 +76,10 @@ function localName(file: FileDescriptor, typeName: string): string {
 }
 
 /** Names of the top-level messages and enums reachable from the used RPCs. */
-export function reachableTypes(file: FileDescriptor): Set<string> {
+export function reachableTypes(
+  file: FileDescriptor,
+  usedRpcs: Readonly<Record<string, readonly string[]>> = USED_RPCS,
+): Set<string> {
   const messages = new Map(file.messageType.map((m) => [m.name, m]));
   const seen = new Set<string>();
   const visit = (name: string): void => {
@@ -92,7 +95,7 @@ export function reachableTypes(file: FileDescriptor): Set<string> {
     if (m !== undefined) walk(m);
   };
   for (const service of file.service) {
-    const used = USED_RPCS[service.name] ?? [];
+    const used = usedRpcs[service.name] ?? [];
     for (const method of service.method) {
       if (!used.includes(method.name)) continue;
       visit(localName(file, method.inputType));
@@ -102,7 +105,11 @@ export function reachableTypes(file: FileDescriptor): Set<string> {
   return seen;
 }
 
-function fieldType(file: FileDescriptor, owner: MessageDescriptor, f: FieldDescriptor): string {
+export function fieldType(
+  file: FileDescriptor,
+  owner: MessageDescriptor,
+  f: FieldDescriptor,
+): string {
   if (f.typeName === undefined) {
     const scalar = SCALARS[f.type];
     if (scalar === undefined) throw new Error(`Cannot render field ${f.name}: type ${f.type}`);
@@ -119,7 +126,7 @@ function fieldType(file: FileDescriptor, owner: MessageDescriptor, f: FieldDescr
   return local.startsWith(`${owner.name}.`) ? local.slice(owner.name.length + 1) : local;
 }
 
-function renderEnum(e: EnumDescriptor, indent: string): string[] {
+export function renderEnum(e: EnumDescriptor, indent: string): string[] {
   return [
     `${indent}enum ${e.name} {`,
     ...e.value.map((v) => `${indent}  ${v.name} = ${v.number};`),
@@ -127,19 +134,43 @@ function renderEnum(e: EnumDescriptor, indent: string): string[] {
   ];
 }
 
-function renderMessage(file: FileDescriptor, m: MessageDescriptor): string[] {
-  const out = [`message ${m.name} {`];
-  for (const e of m.enumType ?? []) out.push(...renderEnum(e, '  '));
-  for (const f of m.field ?? []) {
+/**
+ * One message with its nested enums, nested messages (CSI has them; CRI's only nested
+ * messages are map entries, rendered as map<>) and oneofs (CSI's access_type).
+ */
+export function renderMessage(file: FileDescriptor, m: MessageDescriptor, indent = ''): string[] {
+  const out = [`${indent}message ${m.name} {`];
+  for (const e of m.enumType ?? []) out.push(...renderEnum(e, `${indent}  `));
+  for (const n of m.nestedType ?? []) {
+    if (n.options?.mapEntry !== true) out.push(...renderMessage(file, n, `${indent}  `));
+  }
+  const renderField = (f: FieldDescriptor, pad: string): string => {
     const type = fieldType(file, m, f);
-    const label = f.label === 'LABEL_REPEATED' && !type.startsWith('map<') ? 'repeated ' : '';
+    const repeated = f.label === 'LABEL_REPEATED' && !type.startsWith('map<');
+    const label = repeated ? 'repeated ' : f.proto3Optional === true ? 'optional ' : '';
     const opts: string[] = [];
     if (f.options?.['deprecated'] === true) opts.push('deprecated = true');
     if (f.options?.['debugRedact'] === true) opts.push('debug_redact = true');
     const suffix = opts.length > 0 ? ` [${opts.join(', ')}]` : '';
-    out.push(`  ${label}${type} ${f.name} = ${f.number}${suffix};`);
+    return `${pad}${label}${type} ${f.name} = ${f.number}${suffix};`;
+  };
+  const fields = m.field ?? [];
+  const oneofsDone = new Set<number>();
+  for (const f of fields) {
+    const index = f.proto3Optional === true ? undefined : f.oneofIndex;
+    if (index === undefined) {
+      out.push(renderField(f, `${indent}  `));
+      continue;
+    }
+    if (oneofsDone.has(index)) continue;
+    oneofsDone.add(index);
+    out.push(`${indent}  oneof ${m.oneofDecl?.[index]?.name ?? `oneof_${String(index)}`} {`);
+    for (const member of fields) {
+      if (member.oneofIndex === index) out.push(renderField(member, `${indent}    `));
+    }
+    out.push(`${indent}  }`);
   }
-  out.push('}');
+  out.push(`${indent}}`);
   return out;
 }
 
