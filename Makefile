@@ -55,10 +55,13 @@ demo-stop:
 conformance: deps
 	@$(NODE) hack/conformance/run.ts $(ARGS)
 
-## gen: regenerate the CRI subset proto and its TypeScript
+## gen: regenerate the CRI, CSI and plugin registration subset protos and their TypeScript
 gen:
 	@$(NODE) hack/cri-proto/subset.ts
+	@$(NODE) hack/cri-proto/csi-subset.ts
 	@$(BIN)/buf generate
+	@$(BIN)/buf generate --template buf.gen.csi.yaml
+	@$(BIN)/buf generate --template buf.gen.pluginregistration.yaml
 
 ## bench: pod start latency, berth vs the upstream kubelet vs the raw CRI floor (BENCHMARKS.md)
 bench: deps
