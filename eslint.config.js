@@ -6,6 +6,8 @@ export default tseslint.config(
     ignores: [
       'node_modules/**',
       'src/cri/gen/**',
+      'src/csi/gen/**',
+      'src/pluginmanager/gen/**',
       '.demo/**',
       '.cache/**',
       '.build/**',
