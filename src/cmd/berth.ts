@@ -11,6 +11,7 @@ import { CgroupfsManager, detectCgroupVersion } from '../cm/cgroupfs.ts';
 import { isSwapOn, SWAP_ON_MESSAGE } from '../cm/swap.ts';
 import { configzDocument } from '../config/configz.ts';
 import { bootstrapIfConfigured, startCertificateManagers } from './certificates.ts';
+import { SelfSignedCertificateError, servingCertificateFiles } from '../certificate/self-signed.ts';
 import { loadConfig } from '../config/index.ts';
 import { ConfigError, HelpRequestedError } from '../config/errors.ts';
 import type { KubeletConfig } from '../config/types.ts';
@@ -53,12 +54,17 @@ function evictionReserve(hard: Readonly<Record<string, string>>): {
   };
 }
 
-/** The kubelet API server's settings from the KubeletConfiguration. */
-function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> {
-  if ((k.tlsCertFile === null || k.tlsPrivateKeyFile === null) && !k.serverTLSBootstrap) {
-    // Self-signed certificates (upstream's fallback) are not made: they break kubectl logs.
+/**
+ * The kubelet API server's settings from the KubeletConfiguration; `tls` is the serving
+ * pair servingCertificateFiles chose (the configured one, or the self-signed one).
+ */
+function serverOptions(
+  k: KubeletConfig,
+  tls: { readonly tlsCertFile: string | null; readonly tlsPrivateKeyFile: string | null },
+): NonNullable<KubeletOptions['server']> {
+  if ((tls.tlsCertFile === null || tls.tlsPrivateKeyFile === null) && !k.serverTLSBootstrap) {
     throw new ConfigError(
-      'Cannot serve the kubelet API as tlsCertFile and tlsPrivateKeyFile (or serverTLSBootstrap) are required',
+      'Cannot serve the kubelet API as tlsCertFile and tlsPrivateKeyFile must be set together',
     );
   }
   return {
@@ -68,8 +74,8 @@ function serverOptions(k: KubeletConfig): NonNullable<KubeletOptions['server']> 
     healthzPort: k.healthzPort,
     readOnlyPort: k.readOnlyPort,
     streamingConnectionIdleTimeoutMs: k.streamingConnectionIdleTimeoutMs,
-    tlsCertFile: k.tlsCertFile,
-    tlsPrivateKeyFile: k.tlsPrivateKeyFile,
+    tlsCertFile: tls.tlsCertFile,
+    tlsPrivateKeyFile: tls.tlsPrivateKeyFile,
     ...(k.tlsMinVersion === 'VersionTLS13' && { tlsMinVersion: 'TLSv1.3' as const }),
     clientCAFile: k.authentication.x509.clientCAFile,
     webhookAuthentication: k.authentication.webhook.enabled,
@@ -102,17 +108,32 @@ async function main(argv: readonly string[]): Promise<number> {
     throw err;
   }
   const k = config.kubelet;
+  const logger = createLogger({ verbosity: config.verbosity, format: config.loggingFormat });
   let server: KubeletOptions['server'];
   let eviction: KubeletOptions['eviction'];
   try {
-    server = k.enableServer ? serverOptions(k) : undefined;
+    // Upstream's InitializeTLS: with no pair configured, a self-signed one in --cert-dir.
+    const tls = await servingCertificateFiles({
+      tlsCertFile: k.tlsCertFile,
+      tlsPrivateKeyFile: k.tlsPrivateKeyFile,
+      serverTLSBootstrap: k.serverTLSBootstrap,
+      certDir: config.certDir,
+      host: config.nodeName,
+      clock: systemClock,
+      logger,
+    });
+    server = k.enableServer ? serverOptions(k, tls) : undefined;
     eviction = evictionOptionsOf(k);
   } catch (err) {
-    if (!(err instanceof ConfigError || err instanceof EvictionConfigError)) throw err;
+    if (!(
+      err instanceof ConfigError ||
+      err instanceof EvictionConfigError ||
+      err instanceof SelfSignedCertificateError
+    ))
+      throw err;
     process.stderr.write(`berth: ${err.message}\n`);
     return 2;
   }
-  const logger = createLogger({ verbosity: config.verbosity, format: config.loggingFormat });
   logger.info('Starting berth', { node: config.nodeName, version: '0.1.0' });
   // Upstream's standalone mode: no --kubeconfig, no API client at all.
   const kubeconfig = config.kubeconfig ?? '';
