@@ -2,7 +2,7 @@
 # Builds the Go components (Kubernetes, etcd, containerd 2.x, metrics-server) from the
 # Go module proxy into $BERTH_CACHE/bin/<component>-<version>/. A component whose cache
 # directory holds a .complete marker is not rebuilt; binaries added to a component's
-# list later (kube-proxy) are built alone into the existing directory.
+# list later (kube-proxy, kubeadm) are built alone into the existing directory.
 #   hack/build-go.sh [kubernetes|etcd|containerd|metrics-server ...]   (default: all)
 . "$(dirname "$0")/lib.sh"
 
@@ -60,7 +60,7 @@ build_kubernetes() {
   build_module kubernetes "$v" "$BERTH_ROOT/hack/go/k8s" "" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet \
-    k8s.io/kubernetes/cmd/kube-proxy
+    k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubeadm
 }
 
 build_etcd() {
