@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct conformance
+.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct conformance
 
 all: test
 
@@ -40,6 +40,13 @@ test-e2e: deps
 test-eviction: deps
 	@echo "== eviction end-to-end tests (real, bounded pressure)"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/eviction/**/*.test.ts'
+
+## test-csi-upstream: the CSI chain with real components (csi-provisioner, csi-attacher, upstream's
+## CSI mock driver, a registrar) against the upstream kubelet, the reference for berth; not part of
+## `make test`. CSI_NODE_AGENT=berth runs it against berth, CSI_REFERENCE_OUT=<file> records what it saw.
+test-csi-upstream: deps
+	@echo "== CSI end-to-end (real sidecars and mock driver; node agent: $${CSI_NODE_AGENT:-upstream})"
+	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/csi-upstream/**/*.test.ts'
 
 ## demo: a local single-node cluster, left running; kubeconfig in .demo/kubeconfig
 demo: deps
