@@ -12,7 +12,12 @@
  */
 import { readdir, readFile, rmdir, stat, writeFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CgroupError, type CgroupManager, type CgroupResources } from './types.ts';
+import {
+  CgroupError,
+  type CgroupManager,
+  type CgroupResources,
+  type CgroupState,
+} from './types.ts';
 
 const V1_CONTROLLERS = [
   'cpu',
@@ -60,6 +65,19 @@ async function writeIfExists(file: string, value: string): Promise<void> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw new CgroupError(`Cannot write ${value.trim()} to ${file}`, { cause: err });
   }
+}
+
+/** The number in a cgroup file; undefined when missing, "max" or past 2^62 (unlimited). */
+async function readNumber(file: string): Promise<number | undefined> {
+  const text = (await readFile(file, 'utf8').catch(() => '')).trim().split(/\s+/)[0] ?? '';
+  if (text === '' || text === 'max') return undefined;
+  const n = Number(text);
+  return Number.isFinite(n) && n < 2 ** 62 ? n : undefined;
+}
+
+/** Upstream's CPUWeightToCPUShares, the inverse of sharesToWeight. */
+export function weightToShares(weight: number): number {
+  return Math.ceil(((weight - 1) * 262142) / 9999) + 2;
 }
 
 /** Upstream's CPUSharesToCPUWeight: [2, 262144] -> [1, 10000]. */
@@ -206,6 +224,49 @@ export class CgroupfsManager implements CgroupManager {
       (s) => s.isDirectory(),
       () => false,
     );
+  }
+
+  async read(name: string): Promise<CgroupState> {
+    if (!(await this.exists(name)))
+      throw new CgroupError(`Cannot read cgroup ${name}: it does not exist`);
+    const v2 = this.version === 'v2';
+    const cpu = await this.#dirFor(name, 'cpu');
+    const memory = await this.#dirFor(name, 'memory');
+    const pids = await this.#dirFor(name, 'pids');
+    let cpuShares: number | undefined;
+    let cpuQuota: number | undefined;
+    let cpuPeriod: number | undefined;
+    if (cpu !== undefined && v2) {
+      const weight = await readNumber(join(cpu, 'cpu.weight'));
+      cpuShares = weight === undefined ? undefined : weightToShares(weight);
+      const max = (await readFile(join(cpu, 'cpu.max'), 'utf8').catch(() => ''))
+        .trim()
+        .split(/\s+/);
+      cpuQuota = max[0] === 'max' ? -1 : max[0] === undefined ? undefined : Number(max[0]);
+      cpuPeriod = max[1] === undefined ? undefined : Number(max[1]);
+    } else if (cpu !== undefined) {
+      cpuShares = await readNumber(join(cpu, 'cpu.shares'));
+      cpuPeriod = await readNumber(join(cpu, 'cpu.cfs_period_us'));
+      const quota = (await readFile(join(cpu, 'cpu.cfs_quota_us'), 'utf8').catch(() => '')).trim();
+      cpuQuota = quota === '' ? undefined : Number(quota);
+    }
+    const memoryLimit =
+      memory === undefined
+        ? undefined
+        : await readNumber(join(memory, v2 ? 'memory.max' : 'memory.limit_in_bytes'));
+    const memoryUsage =
+      memory === undefined
+        ? undefined
+        : await readNumber(join(memory, v2 ? 'memory.current' : 'memory.usage_in_bytes'));
+    const pidsLimit = pids === undefined ? undefined : await readNumber(join(pids, 'pids.max'));
+    return {
+      ...(cpuShares !== undefined && { cpuShares }),
+      ...(cpuQuota !== undefined && !Number.isNaN(cpuQuota) && { cpuQuota }),
+      ...(cpuPeriod !== undefined && !Number.isNaN(cpuPeriod) && { cpuPeriod }),
+      ...(memoryLimit !== undefined && { memoryLimit }),
+      ...(memoryUsage !== undefined && { memoryUsage }),
+      ...(pidsLimit !== undefined && { pidsLimit }),
+    };
   }
 
   async pids(name: string): Promise<number[]> {

@@ -32,6 +32,19 @@ export function cgroupManagerContract(name: string, make: () => CgroupManager): 
       await assert.rejects(cg.update(`${root}/nope`, { cpuShares: 2 }));
     });
 
+    test('read returns what update applied, without unlimited values', async () => {
+      const state = await cg.read(`${root}/kubepods/burstable/podabc`);
+      assert.equal(state.cpuShares, 256);
+      assert.equal(state.cpuQuota, 50_000);
+      assert.equal(state.cpuPeriod, 100_000);
+      assert.equal(state.memoryLimit, 64 * 1024 * 1024);
+      await cg.update(`${root}/kubepods/burstable/podabc`, { cpuShares: 512, cpuQuota: -1 });
+      const unlimited = await cg.read(`${root}/kubepods/burstable/podabc`);
+      assert.equal(unlimited.cpuShares, 512);
+      assert.equal(unlimited.cpuQuota, -1);
+      await assert.rejects(cg.read(`${root}/nope`));
+    });
+
     test('an empty cgroup has no pids; destroy removes it with its children', async () => {
       assert.deepEqual(await cg.pids(`${root}/kubepods`), []);
       await cg.destroy(`${root}/kubepods/burstable`);

@@ -1,5 +1,10 @@
 /** An in-memory CgroupManager for unit tests; passes the same contract as the real one. */
-import { CgroupError, type CgroupManager, type CgroupResources } from './types.ts';
+import {
+  CgroupError,
+  type CgroupManager,
+  type CgroupResources,
+  type CgroupState,
+} from './types.ts';
 
 function norm(name: string): string {
   const parts = name.split('/').filter((p) => p !== '');
@@ -14,6 +19,10 @@ export class FakeCgroupManager implements CgroupManager {
   readonly version: 'v1' | 'v2' = 'v1';
   /** Cgroups and their applied resources (merged). */
   readonly groups = new Map<string, CgroupResources>();
+  /** Memory use per cgroup in bytes, set by tests. */
+  readonly memoryUsage = new Map<string, number>();
+  /** Every update in order (name and resources), for tests of ordering. */
+  readonly updates: { name: string; resources: CgroupResources }[] = [];
   /** PIDs per cgroup, set by tests. */
   readonly procs = new Map<string, number[]>();
 
@@ -34,7 +43,17 @@ export class FakeCgroupManager implements CgroupManager {
     if (current === undefined)
       return Promise.reject(new CgroupError(`Cannot update cgroup ${n}: it does not exist`));
     this.groups.set(n, { ...current, ...resources });
+    this.updates.push({ name: n, resources });
     return Promise.resolve();
+  }
+
+  read(name: string): Promise<CgroupState> {
+    const n = norm(name);
+    const current = this.groups.get(n);
+    if (current === undefined)
+      return Promise.reject(new CgroupError(`Cannot read cgroup ${n}: it does not exist`));
+    const usage = this.memoryUsage.get(n);
+    return Promise.resolve({ ...current, ...(usage !== undefined && { memoryUsage: usage }) });
   }
 
   exists(name: string): Promise<boolean> {

@@ -23,6 +23,11 @@ export interface CgroupResources {
   readonly pidsLimit?: number;
 }
 
+/** A cgroup's current settings and memory use (bytes). */
+export interface CgroupState extends CgroupResources {
+  readonly memoryUsage?: number;
+}
+
 export interface CgroupManager {
   /** 'v1' (per-controller hierarchies) or 'v2' (unified). */
   readonly version: 'v1' | 'v2';
@@ -31,6 +36,12 @@ export interface CgroupManager {
   /** Applies `resources` to an existing cgroup. */
   update(name: string, resources: CgroupResources): Promise<void>;
   exists(name: string): Promise<boolean>;
+  /**
+   * What the cgroup has now (cpu.shares from cpu.weight on v2; unlimited values left
+   * out) and its memory use, for a resize: upstream's GetPodCgroupConfig and the usage
+   * a lowered memory limit is checked against.
+   */
+  read(name: string): Promise<CgroupState>;
   /** PIDs in the cgroup and its children. */
   pids(name: string): Promise<number[]>;
   /** Removes the cgroup and its (empty) children. Missing: no error. */
