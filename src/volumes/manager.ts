@@ -13,7 +13,12 @@ import { systemClock, type Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { AtomicWriter } from './atomic-writer.ts';
 import { EMPTY_DIR_MODE, setUpEmptyDir, setUpMemoryDir } from './emptydir.ts';
+import { checkVolumeModeUse, ClaimResolver } from './claims.ts';
+import type { CsiVolumePlugin } from './csi/plugin.ts';
+import { specFromInline, specFromPv } from './csi/spec.ts';
 import { checkHostPathType } from './hostpath.ts';
+import type { KubeClient } from '../kube/types.ts';
+import { setVolumeOwnership } from './ownership.ts';
 import type { Mounter } from './mounter.ts';
 import { safeRemoveAll } from './safe-path.ts';
 import { bindSubPath, expandSubPathExpr, validateSubPath } from './subpath.ts';
@@ -33,6 +38,7 @@ export const PLUGIN = {
   downwardAPI: 'kubernetes.io~downward-api',
   projected: 'kubernetes.io~projected',
   hostPath: 'kubernetes.io~host-path',
+  local: 'kubernetes.io~local-volume',
 } as const;
 
 const CONTENT_PLUGINS: ReadonlySet<string> = new Set([
@@ -59,6 +65,10 @@ export interface HostVolumeManagerOptions {
   readonly sources: VolumeSourceResolver;
   readonly logger: Logger;
   readonly clock?: Clock;
+  /** Resolves persistentVolumeClaim and ephemeral volumes; without it they are refused. */
+  readonly kube?: KubeClient;
+  /** CSI volumes (PV-backed and inline); without it they are refused. */
+  readonly csi?: CsiVolumePlugin;
 }
 
 function invalid(message: string): VolumeError {
@@ -78,6 +88,13 @@ function volumeKind(v: Volume): string {
   return kinds[0] ?? '';
 }
 
+function noPlugin(v: Volume, kind: string): VolumeError {
+  return invalid(
+    `Unable to attach or mount volume ${JSON.stringify(v.name)}: ` +
+      `no volume plugin matched (${kind} volumes are not supported)`,
+  );
+}
+
 function checkUid(uid: string | undefined): string {
   if (uid === undefined || !SAFE_UID.test(uid)) {
     throw invalid(`pod UID ${JSON.stringify(uid)} cannot name a directory`);
@@ -92,6 +109,8 @@ export class HostVolumeManager implements VolumeManager {
   readonly #sources: VolumeSourceResolver;
   readonly #logger: Logger;
   readonly #clock: Clock;
+  readonly #claims: ClaimResolver | undefined;
+  readonly #csi: CsiVolumePlugin | undefined;
 
   constructor(options: HostVolumeManagerOptions) {
     this.#rootDir = options.rootDir;
@@ -99,6 +118,13 @@ export class HostVolumeManager implements VolumeManager {
     this.#sources = options.sources;
     this.#logger = options.logger;
     this.#clock = options.clock ?? systemClock;
+    this.#claims = options.kube === undefined ? undefined : new ClaimResolver(options.kube);
+    this.#csi = options.csi;
+  }
+
+  /** node.status.volumesInUse (persistent CSI volumes mounted or being mounted). */
+  volumesInUse(): string[] {
+    return this.#csi?.volumesInUse() ?? [];
   }
 
   /** `<rootDir>/pods/<uid>`. */
@@ -142,6 +168,14 @@ export class HostVolumeManager implements VolumeManager {
     signal: AbortSignal,
   ): Promise<MountedVolume> {
     const kind = volumeKind(v);
+    if (kind === 'persistentVolumeClaim' || kind === 'ephemeral') {
+      return this.#setUpClaim(pod, uid, v, signal);
+    }
+    if (kind === 'csi') {
+      const spec = specFromInline(pod, v);
+      if (spec === undefined || this.#csi === undefined) throw noPlugin(v, kind);
+      return this.#csi.setUp(pod, this.podDir(uid), spec, signal);
+    }
     if (kind === 'hostPath' && v.hostPath !== undefined) {
       await checkHostPathType(v.hostPath.path, v.hostPath.type);
       return { name: v.name, hostPath: v.hostPath.path, readOnly: false, plugin: PLUGIN.hostPath };
@@ -155,12 +189,7 @@ export class HostVolumeManager implements VolumeManager {
       return { name: v.name, hostPath: dir, readOnly: false, plugin: PLUGIN.emptyDir };
     }
     const resolved = await this.#sources.payload(pod, v, signal);
-    if (resolved === undefined) {
-      throw invalid(
-        `Unable to attach or mount volume ${JSON.stringify(v.name)}: ` +
-          `no volume plugin matched (${kind} volumes are not supported)`,
-      );
-    }
+    if (resolved === undefined) throw noPlugin(v, kind);
     if (!CONTENT_PLUGINS.has(resolved.plugin)) {
       throw invalid(`volume ${JSON.stringify(v.name)}: unknown plugin ${resolved.plugin}`);
     }
@@ -181,6 +210,73 @@ export class HostVolumeManager implements VolumeManager {
       log.info('Volume content updated', { volume: v.name, plugin: resolved.plugin });
     }
     return { name: v.name, hostPath: dir, readOnly: true, plugin: resolved.plugin };
+  }
+
+  /** A persistentVolumeClaim or generic ephemeral volume: the PV bound to its claim. */
+  async #setUpClaim(pod: Pod, uid: string, v: Volume, signal: AbortSignal): Promise<MountedVolume> {
+    if (this.#claims === undefined) throw noPlugin(v, volumeKind(v));
+    const claimed = await this.#claims.resolve(pod, v, signal);
+    if (claimed === undefined) throw noPlugin(v, volumeKind(v));
+    checkVolumeModeUse(pod, v, claimed.volumeMode);
+    const pv = claimed.pv;
+    const pvName = pv.metadata?.name ?? '';
+    if (claimed.volumeMode === 'Block') {
+      throw invalid(
+        `volume ${JSON.stringify(v.name)}: PV ${pvName} has volumeMode Block, which berth does not map into containers yet`,
+      );
+    }
+    const csi = specFromPv(v.name, pv, claimed.readOnly);
+    if (csi !== undefined) {
+      if (this.#csi === undefined) throw noPlugin(v, 'csi');
+      return this.#csi.setUp(pod, this.podDir(uid), csi, signal);
+    }
+    const readOnly = claimed.readOnly;
+    if (pv.spec?.hostPath !== undefined) {
+      await checkHostPathType(pv.spec.hostPath.path, pv.spec.hostPath.type);
+      return { name: v.name, hostPath: pv.spec.hostPath.path, readOnly, plugin: PLUGIN.hostPath };
+    }
+    if (pv.spec?.local !== undefined) {
+      return this.#setUpLocal(pod, uid, v.name, pvName, pv.spec.local.path, readOnly, signal);
+    }
+    throw invalid(
+      `Unable to attach or mount volume ${JSON.stringify(v.name)}: no volume plugin matched PV ${pvName} ` +
+        `(berth mounts csi, local and hostPath persistent volumes)`,
+    );
+  }
+
+  /** A local PV: its path bind-mounted at pods/<uid>/volumes/kubernetes.io~local-volume/<pv>. */
+  async #setUpLocal(
+    pod: Pod,
+    uid: string,
+    name: string,
+    pvName: string,
+    source: string,
+    readOnly: boolean,
+    signal: AbortSignal,
+  ): Promise<MountedVolume> {
+    if (!path.isAbsolute(source))
+      throw invalid(`local PV ${pvName}: path ${source} is not absolute`);
+    const dir = this.volumeDir(uid, PLUGIN.local, pvName);
+    if (!(await this.#mounter.isMountPoint(dir).catch(() => false))) {
+      const st = await stat(source).catch(() => undefined);
+      if (st?.isDirectory() !== true) {
+        throw new VolumeError(
+          'BERTH_VOLUME_MOUNT_FAILED',
+          `MountVolume.NewMounter initialization failed for volume ${JSON.stringify(pvName)} : path "${source}" does not exist`,
+        );
+      }
+      await mkdir(dir, { recursive: true, mode: 0o750 });
+      await this.#mounter.bindMount(source, dir, { readOnly }, signal);
+      const fsGroup = pod.spec?.securityContext?.fsGroup;
+      if (fsGroup !== undefined && !readOnly) {
+        await setVolumeOwnership(dir, {
+          fsGroup,
+          policy: pod.spec?.securityContext?.fsGroupChangePolicy,
+          signal,
+        });
+      }
+    }
+    return { name, hostPath: dir, readOnly, plugin: PLUGIN.local };
   }
 
   async containerMounts(
@@ -265,6 +361,9 @@ export class HostVolumeManager implements VolumeManager {
   async tearDownPod(uid: string, signal: AbortSignal): Promise<void> {
     const dir = this.podDir(uid);
     const log = this.#logger.child({ podUID: uid });
+    // CSI volumes first, through their drivers: a failure stops here, so the generic
+    // pass below never unmounts a driver's mount behind its back.
+    await this.#csi?.tearDownPod(uid, dir, signal);
     // Deepest first, again until none is left: mounts may be stacked on one target.
     for (let round = 0; round < 16; round++) {
       const mounts = await this.#mounter.listMountsUnder(dir);
@@ -308,6 +407,9 @@ export class HostVolumeManager implements VolumeManager {
         });
       }
     }
+    // Staged CSI volumes no pod uses any more (a crash between stage and publish, or
+    // pods deleted while berth was down).
+    await this.#csi?.cleanupStaged(path.join(this.#rootDir, 'pods'), signal);
     return removed;
   }
 }

@@ -96,7 +96,11 @@ export type VolumeErrorCode =
   | 'BERTH_VOLUME_HOSTPATH_TYPE'
   | 'BERTH_VOLUME_SOURCE_NOT_FOUND'
   | 'BERTH_VOLUME_SOURCE_ERROR'
-  | 'BERTH_VOLUME_MOUNT_FAILED';
+  | 'BERTH_VOLUME_MOUNT_FAILED'
+  /** A claim that is missing, unbound, being deleted or not this pod's. */
+  | 'BERTH_VOLUME_CLAIM'
+  /** A CSI driver call or the wait for its attachment failed (retried). */
+  | 'BERTH_VOLUME_CSI';
 
 export class VolumeError extends BerthError {
   declare readonly code: VolumeErrorCode;

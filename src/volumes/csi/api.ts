@@ -1,0 +1,158 @@
+/**
+ * What the CSI volume plugin reads from the API: the CSIDriver object (optional: absent
+ * means attach required, persistent volumes only, fsGroup by fsType), the
+ * VolumeAttachment the attach-detach controller creates and the driver's external
+ * attacher marks attached, and the secrets a PV or inline volume names.
+ */
+import type { Secret } from 'kubernetes-types/core/v1.js';
+import type { CSIDriver, VolumeAttachment } from 'kubernetes-types/storage/v1.js';
+import {
+  CSIDRIVERS,
+  inNamespace,
+  isNotFound,
+  SECRETS,
+  VOLUMEATTACHMENTS,
+  type KubeClient,
+} from '../../kube/types.ts';
+import type { Clock } from '../../util/clock.ts';
+import { VolumeError } from '../types.ts';
+
+/** The CSIDriver fields the kubelet acts on, with upstream's defaults. */
+export interface DriverPolicy {
+  readonly found: boolean;
+  readonly attachRequired: boolean;
+  readonly podInfoOnMount: boolean;
+  readonly lifecycleModes: readonly string[];
+  readonly fsGroupPolicy: 'ReadWriteOnceWithFSType' | 'File' | 'None';
+  readonly tokenRequests: number;
+}
+
+const DEFAULT_POLICY: DriverPolicy = {
+  found: false,
+  attachRequired: true,
+  podInfoOnMount: false,
+  lifecycleModes: ['Persistent'],
+  fsGroupPolicy: 'ReadWriteOnceWithFSType',
+  tokenRequests: 0,
+};
+
+export async function driverPolicy(
+  kube: KubeClient,
+  driver: string,
+  signal: AbortSignal,
+): Promise<DriverPolicy> {
+  let obj: CSIDriver;
+  try {
+    obj = await kube.get<CSIDriver>(CSIDRIVERS, driver, { signal });
+  } catch (err) {
+    if (isNotFound(err)) return DEFAULT_POLICY;
+    throw err;
+  }
+  const spec = obj.spec;
+  const fsGroupPolicy = spec.fsGroupPolicy;
+  return {
+    found: true,
+    attachRequired: spec.attachRequired !== false,
+    podInfoOnMount: spec.podInfoOnMount === true,
+    lifecycleModes: spec.volumeLifecycleModes ?? ['Persistent'],
+    fsGroupPolicy:
+      fsGroupPolicy === 'File' || fsGroupPolicy === 'None'
+        ? fsGroupPolicy
+        : 'ReadWriteOnceWithFSType',
+    tokenRequests: spec.tokenRequests?.length ?? 0,
+  };
+}
+
+/** Upstream's check of CSIDriver.spec.volumeLifecycleModes, with its message. */
+export function checkLifecycleMode(policy: DriverPolicy, driver: string, mode: string): void {
+  if (!policy.found && mode === 'Persistent') return;
+  if (!policy.found) {
+    throw new VolumeError(
+      'BERTH_VOLUME_CSI',
+      `volume mode "${mode}" not supported by driver ${driver} (no CSIDriver object)`,
+    );
+  }
+  if (!policy.lifecycleModes.includes(mode)) {
+    throw new VolumeError(
+      'BERTH_VOLUME_CSI',
+      `volume mode "${mode}" not supported by driver ${driver} (only supports ${JSON.stringify(policy.lifecycleModes)})`,
+    );
+  }
+}
+
+export interface AttachmentWait {
+  readonly kube: KubeClient;
+  readonly clock: Clock;
+  readonly name: string;
+  readonly driver: string;
+  readonly volumeHandle: string;
+  /** Upstream's podAttachAndMountTimeout: 2 min 3 s. */
+  readonly timeoutMs: number;
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Waits until the VolumeAttachment says attached and returns its attachmentMetadata
+ * (NodeStage/NodePublish's publish context). An attach error on the object, or the
+ * timeout, ends the wait with upstream's wording; the pod sync retries later.
+ */
+export async function waitForAttachment(w: AttachmentWait): Promise<Record<string, string>> {
+  const deadline = w.clock.now() + w.timeoutMs;
+  // Upstream polls from 500 ms, growing 5% a round to at most 7 s; a little faster here.
+  let delay = 250;
+  for (;;) {
+    w.signal.throwIfAborted();
+    let va: VolumeAttachment | undefined;
+    try {
+      va = await w.kube.get<VolumeAttachment>(VOLUMEATTACHMENTS, w.name, { signal: w.signal });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    if (va !== undefined) {
+      if (va.metadata?.deletionTimestamp != null) {
+        throw new VolumeError('BERTH_VOLUME_CSI', `volume attachment ${w.name} is being deleted`);
+      }
+      if (va.status?.attached === true) return { ...(va.status.attachmentMetadata ?? {}) };
+      const attachError = va.status?.attachError?.message;
+      if (attachError !== undefined && attachError !== '') {
+        throw new VolumeError(
+          'BERTH_VOLUME_CSI',
+          `volume attachment ${w.name} failed: ${attachError}`,
+        );
+      }
+    }
+    const left = deadline - w.clock.now();
+    if (left <= 0) {
+      throw new VolumeError(
+        'BERTH_VOLUME_CSI',
+        `timed out waiting for external-attacher of ${w.driver} CSI driver to attach volume ${w.volumeHandle}`,
+      );
+    }
+    await w.clock.sleep(Math.min(delay, left), w.signal);
+    delay = Math.min(Math.ceil(delay * 1.5), 5000);
+  }
+}
+
+/** The string data of a secret a CSI volume names (NodeStage/NodePublish secrets). */
+export async function secretStrings(
+  kube: KubeClient,
+  ref: { readonly name: string; readonly namespace: string },
+  field: 'NodeStageSecretRef' | 'NodePublishSecretRef',
+  signal: AbortSignal,
+): Promise<Record<string, string>> {
+  let secret: Secret;
+  try {
+    secret = await kube.get<Secret>(inNamespace(SECRETS, ref.namespace), ref.name, { signal });
+  } catch (err) {
+    if (signal.aborted) throw err;
+    throw new VolumeError(
+      'BERTH_VOLUME_CSI',
+      `fetching ${field} ${ref.namespace}/${ref.name} failed: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(secret.data ?? {})) {
+    out[k] = Buffer.from(v, 'base64').toString('utf8');
+  }
+  return out;
+}

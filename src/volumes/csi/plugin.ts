@@ -1,0 +1,65 @@
+/**
+ * The CSI volume plugin the volume manager calls: set-up (setup.ts) and tear-down
+ * (teardown.ts) over one shared state (state.ts). Pod volumes of kind `csi` (inline
+ * ephemeral) and claims bound to PVs with a `csi` source come here.
+ */
+import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { CsiDriverRegistry } from '../../csi/types.ts';
+import type { KubeClient } from '../../kube/types.ts';
+import type { Clock } from '../../util/clock.ts';
+import type { Logger } from '../../util/logger.ts';
+import type { Mounter } from '../mounter.ts';
+import type { MountedVolume } from '../types.ts';
+import { CsiSetUp } from './setup.ts';
+import type { CsiVolumeSpec } from './spec.ts';
+import { CsiVolumeState } from './state.ts';
+import { CsiTearDown } from './teardown.ts';
+
+export interface CsiVolumePluginOptions {
+  readonly rootDir: string;
+  readonly nodeName: string;
+  readonly registry: CsiDriverRegistry;
+  readonly kube: KubeClient;
+  readonly mounter: Mounter;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  /** How long a set-up waits for the VolumeAttachment (default: upstream's 2 min 3 s). */
+  readonly attachTimeoutMs?: number;
+}
+
+export class CsiVolumePlugin {
+  readonly #state: CsiVolumeState;
+  readonly #setUp: CsiSetUp;
+  readonly #tearDown: CsiTearDown;
+
+  constructor(o: CsiVolumePluginOptions) {
+    this.#state = new CsiVolumeState(o.registry, o.mounter);
+    this.#setUp = new CsiSetUp(o, this.#state);
+    this.#tearDown = new CsiTearDown(o, this.#state);
+  }
+
+  /** node.status.volumesInUse: the persistent CSI volumes mounted or being mounted. */
+  volumesInUse(): string[] {
+    return [...this.#state.inUse.keys()].sort();
+  }
+
+  /** Sets up one CSI volume of `pod` (idempotent: a published volume is left as it is). */
+  setUp(
+    pod: Pod,
+    podDir: string,
+    spec: CsiVolumeSpec,
+    signal: AbortSignal,
+  ): Promise<MountedVolume> {
+    return this.#setUp.setUp(pod, podDir, spec, signal);
+  }
+
+  /** Unpublishes (and, for the last user, unstages) every CSI volume of a pod. */
+  tearDownPod(uid: string, podDir: string, signal: AbortSignal): Promise<void> {
+    return this.#tearDown.tearDownPod(uid, podDir, signal);
+  }
+
+  /** Unstages staged volumes no pod uses any more; returns the staging paths cleaned. */
+  cleanupStaged(podsDir: string, signal: AbortSignal): Promise<string[]> {
+    return this.#tearDown.cleanupStaged(podsDir, signal);
+  }
+}
