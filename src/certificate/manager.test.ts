@@ -166,6 +166,38 @@ describe('CertificateManager', () => {
     assert.equal(s.approver.seen.length, 2);
   });
 
+  it("stores the kubeconfig's bootstrap pair and rotates it at once (upstream's bootstrap certificate)", async () => {
+    const bootstrapCa = new TestCa(new FakeClock(Date.now()));
+    cleanup.push(() => {
+      bootstrapCa.dispose();
+    });
+    const { key, keyPem } = generateKey();
+    const certPem = bootstrapCa.sign(createCsr(key, clientTemplate('node-1')), LIFETIME);
+    const s = setup('client', undefined, { bootstrapPair: { certPem, keyPem } });
+    await s.manager.start(s.controller.signal);
+    const seeded = s.manager.current();
+    assert.equal(seeded?.certPem.trim(), certPem.trim());
+    assert.equal(await readlink(s.store.currentPath), seeded.file.split('/').pop());
+    await until(() => s.rotated.length === 1, 'the rotation of the bootstrap pair');
+    assert.notEqual(s.manager.current()?.certPem, seeded.certPem);
+    assert.equal(s.approver.seen.length, 1);
+  });
+
+  it('ignores the bootstrap pair while the cert dir holds a valid certificate', async () => {
+    const bootstrapCa = new TestCa(new FakeClock(Date.now()));
+    cleanup.push(() => {
+      bootstrapCa.dispose();
+    });
+    const { key, keyPem } = generateKey();
+    const certPem = bootstrapCa.sign(createCsr(key, clientTemplate('node-1')), LIFETIME);
+    const s = setup('client', undefined, { bootstrapPair: { certPem, keyPem } });
+    const stored = await s.seed();
+    await s.manager.start(s.controller.signal);
+    assert.equal(s.manager.current()?.file, stored.file);
+    await advance(s.clock, 2 * 60_000);
+    assert.equal(s.approver.seen.length, 0);
+  });
+
   it('requests a certificate at once when the cert dir has none', async () => {
     const s = setup('client');
     await s.manager.start(s.controller.signal);

@@ -70,6 +70,14 @@ export interface CertificateManagerOptions {
   /** How often a sleeping manager re-checks the template (default 1 min). */
   readonly recheckEveryMs?: number;
   readonly metrics?: CertificateMetrics;
+  /**
+   * Upstream's bootstrap certificate: the kubeconfig's own client pair (kubeadm writes
+   * kubelet.conf with one embedded). When nothing valid is stored it is stored, used,
+   * and rotated at once through the certificates API, as client-go's
+   * getCurrentCertificateOrBootstrap does, so the cert dir holds
+   * <pair>-current.pem from the start (kubeadm's kubelet-finalize points kubelet.conf at it).
+   */
+  readonly bootstrapPair?: { readonly certPem: string; readonly keyPem: string };
 }
 
 export type RotateListener = (pair: CertificatePair) => void | Promise<void>;
@@ -195,6 +203,7 @@ export class CertificateManager {
         err: loaded.error.message,
       });
     }
+    if (loaded.state !== 'ok' && this.#o.bootstrapPair !== undefined) await this.#useBootstrap();
     this.#done = this.#run(signal)
       .catch((err: unknown) => {
         this.#log.error('The certificate manager stopped on an unexpected error', {
@@ -204,6 +213,22 @@ export class CertificateManager {
       .finally(() => {
         this.#state = 'STOPPED';
       });
+  }
+
+  /** Stores the bootstrap pair and rotates it at once (a log line when it is unusable). */
+  async #useBootstrap(): Promise<void> {
+    const { certPem = '', keyPem = '' } = this.#o.bootstrapPair ?? {};
+    try {
+      this.#use(await this.#o.store.update(certPem, keyPem));
+      this.#deadline = this.#o.clock.now();
+      this.#log.info('Using the bootstrap certificate of the kubeconfig; rotating it now', {});
+    } catch (err) {
+      if (!(err instanceof CertificateStoreError)) throw err;
+      this.#log.error('The bootstrap certificate is unusable', {
+        code: err.code,
+        err: err.message,
+      });
+    }
   }
 
   #use(pair: CertificatePair): void {

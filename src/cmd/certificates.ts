@@ -30,6 +30,11 @@ export interface NodeCertificateOptions {
   readonly logger: Logger;
 }
 
+function ignoreMissing(err: unknown): undefined {
+  if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+  throw err;
+}
+
 /** Bootstraps the client certificate when --bootstrap-kubeconfig is set (may wait for approval). */
 export async function bootstrapIfConfigured(
   o: NodeCertificateOptions,
@@ -70,12 +75,18 @@ export async function startCertificateManagers(
   const managers: CertificateManager[] = [];
   const bootstrap = o.config.bootstrapKubeconfig;
   // Without a valid certificate, CSRs go out with the bootstrap token (upstream's fallback).
+  // Upstream reads the bootstrap kubeconfig only when the kubeconfig is unusable: on a
+  // kubeadm control-plane node the flag names a file that `kubeadm init` never writes.
+  const bootstrapText =
+    bootstrap === null ? undefined : await readFile(bootstrap, 'utf8').catch(ignoreMissing);
   const fallback =
-    bootstrap === null
+    bootstrap === null || bootstrapText === undefined
       ? undefined
-      : await readCredentials(
-          parseKubeconfig(await readFile(bootstrap, 'utf8'), { path: bootstrap }),
-        );
+      : await readCredentials(parseKubeconfig(bootstrapText, { path: bootstrap }));
+  // The kubeconfig's own client pair seeds the store (upstream's bootstrap certificate).
+  const own = await readCredentials(
+    parseKubeconfig(await readFile(o.config.kubeconfig, 'utf8'), { path: o.config.kubeconfig }),
+  );
   if (o.k.rotateCertificates) {
     const client = new CertificateManager({
       kind: 'client',
@@ -89,6 +100,8 @@ export async function startCertificateManagers(
         fallbackClient: () => new HttpKubeClient({ credentials: fallback, clock: o.clock }),
       }),
       template: () => clientTemplate(o.config.nodeName),
+      ...(own.cert !== undefined &&
+        own.key !== undefined && { bootstrapPair: { certPem: own.cert, keyPem: own.key } }),
       clock: o.clock,
       logger: o.logger,
     });
