@@ -157,3 +157,15 @@ describe('pressure conditions (upstream MemoryPressure/DiskPressure/PIDPressure 
     ]);
   });
 });
+
+describe('status.volumesInUse', () => {
+  test('sorted, and sent as an empty list once the last volume is gone', () => {
+    const status = buildNodeStatus(
+      undefined,
+      input({ volumesInUse: ['kubernetes.io/csi/b^2', 'kubernetes.io/csi/a^1'] }),
+    );
+    assert.deepEqual(status.volumesInUse, ['kubernetes.io/csi/a^1', 'kubernetes.io/csi/b^2']);
+    assert.deepEqual(buildNodeStatus(status, input({ volumesInUse: [] })).volumesInUse, []);
+    assert.equal(buildNodeStatus(undefined, input()).volumesInUse, undefined);
+  });
+});

@@ -35,6 +35,8 @@ export interface NodeStatusInput {
   readonly notReadyReason: string | undefined;
   /** The eviction manager's pressure conditions now True; absent: none. */
   readonly pressure?: readonly string[];
+  /** status.volumesInUse, sorted; absent: not reported (no volume manager). */
+  readonly volumesInUse?: readonly string[];
   /** status.images (see nodeImages); absent: keep what the Node reports. */
   readonly images?: readonly ContainerImage[];
   readonly now: Date;
@@ -242,6 +244,8 @@ export function buildNodeStatus(
     conditions: mergeConditions(previous?.conditions, conditionSpecs(input), now),
     addresses,
     ...(input.images !== undefined && { images: [...input.images] }),
+    // Sent even when empty: a strategic patch without the field would keep the old list.
+    ...(input.volumesInUse !== undefined && { volumesInUse: [...input.volumesInUse].sort() }),
     daemonEndpoints: { kubeletEndpoint: { Port: input.kubeletPort } },
     nodeInfo: {
       machineID: input.systemInfo.machineID,

@@ -50,6 +50,11 @@ export interface NodeStatusManagerOptions {
   readonly healthProblems: () => readonly string[];
   /** The eviction manager's pressure conditions now True (MemoryPressure, ...). */
   readonly pressure?: () => readonly string[];
+  /**
+   * The volume manager's attachable volumes mounted or being mounted: the
+   * attach-detach controller never detaches a volume this list names.
+   */
+  readonly volumesInUse?: () => readonly string[];
 }
 
 /** The events upstream records when a pressure condition turns True / False. */
@@ -324,6 +329,7 @@ export class NodeStatusManager {
       evictionNodefsFraction: o.evictionNodefsFraction,
       ...(o.reserved !== undefined && { reserved: o.reserved }),
       ...(o.pressure !== undefined && { pressure: o.pressure() }),
+      ...(o.volumesInUse !== undefined && { volumesInUse: o.volumesInUse() }),
       now: new Date(o.clock.now()),
     };
   }

@@ -20,6 +20,8 @@ export class FakeVolumeManager implements VolumeManager {
   readonly mounts = new Map<string, cri.Mount[]>();
   /** UIDs whose pod directories "exist" (for cleanupOrphans); setUpPod adds to it. */
   readonly podUIDs = new Set<string>();
+  /** What volumesInUse reports. */
+  inUse: string[] = [];
   /** Errors the next call of an operation throws (then cleared). */
   readonly errors = new Map<FakeVolumeCall['op'], VolumeError>();
 
@@ -32,6 +34,10 @@ export class FakeVolumeManager implements VolumeManager {
     const err = this.errors.get(op);
     if (err !== undefined) this.errors.delete(op);
     return err;
+  }
+
+  volumesInUse(): string[] {
+    return [...this.inUse];
   }
 
   setUpPod(pod: Pod, signal: AbortSignal): Promise<PodVolumes> {

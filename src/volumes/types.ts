@@ -86,6 +86,11 @@ export interface VolumeManager {
   ): Promise<cri.Mount[]>;
   /** Unmounts and removes everything of the pod under pods/<uid>. Idempotent. */
   tearDownPod(uid: string, signal: AbortSignal): Promise<void>;
+  /**
+   * node.status.volumesInUse: the attachable volumes (kubernetes.io/csi/<driver>^<handle>)
+   * mounted or being mounted, sorted.
+   */
+  volumesInUse(): string[];
   /** Tears down the pod directories whose UID is not in `active` (after a restart). */
   cleanupOrphans(active: ReadonlySet<string>, signal: AbortSignal): Promise<string[]>;
 }
