@@ -39,18 +39,38 @@ export function sameRequirements(
   return sameList(a?.limits, b?.limits) && sameList(a?.requests, b?.requests);
 }
 
-/** Whether cpu and memory requests and limits are equal (what a resize changes). */
+/**
+ * Whether cpu and memory requests and limits are equal (what a resize changes); a
+ * missing value equals zero, as a missing key reads as a zero Quantity upstream (the
+ * actuated state records "0" for a limit a container does not have).
+ */
 export function sameCpuMemory(
   a: ResourceRequirements | undefined,
   b: ResourceRequirements | undefined,
 ): boolean {
   for (const r of ['cpu', 'memory'])
     if (
-      !sameQuantity(a?.requests?.[r], b?.requests?.[r]) ||
-      !sameQuantity(a?.limits?.[r], b?.limits?.[r])
+      !sameQuantity(a?.requests?.[r] ?? '0', b?.requests?.[r] ?? '0') ||
+      !sameQuantity(a?.limits?.[r] ?? '0', b?.limits?.[r] ?? '0')
     )
       return false;
   return true;
+}
+
+/** Millicores as resource.NewMilliQuantity(m, DecimalSI) prints them: "500m", "2". */
+export function formatMilliCpu(milli: number): string {
+  return milli % 1000 === 0 ? String(milli / 1000) : `${milli}m`;
+}
+
+/** Bytes as resource.NewQuantity(b, BinarySI) prints them: "128Mi", "1000". */
+export function formatBytes(bytes: number): string {
+  if (bytes === 0) return '0';
+  const suffixes = ['Ei', 'Pi', 'Ti', 'Gi', 'Mi', 'Ki'];
+  for (let i = 0; i < suffixes.length; i++) {
+    const unit = 1024 ** (6 - i);
+    if (bytes % unit === 0) return `${bytes / unit}${suffixes[i] ?? ''}`;
+  }
+  return String(bytes);
 }
 
 /**

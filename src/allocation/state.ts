@@ -82,16 +82,25 @@ export class MemoryResourceState implements ResourceState {
   }
 }
 
-/** State checkpointed in `<dir>/<file>` (upstream's state_checkpoint.go). */
+/**
+ * State checkpointed in `<dir>/<file>` (upstream's state_checkpoint.go). Constructed
+ * empty; {@link load} restores the file before any pod is handled.
+ */
 export class CheckpointResourceState extends MemoryResourceState {
   readonly path: string;
   #written: string | undefined;
   #queue: Promise<void> = Promise.resolve();
 
-  private constructor(path: string, initial: Map<string, PodResourceInfo>, written?: string) {
-    super(initial);
-    this.path = path;
-    this.#written = written;
+  constructor(dir: string, file: string) {
+    super();
+    this.path = join(dir, file);
+  }
+
+  /** Opens and loads in one step (tests, tools). */
+  static async open(dir: string, file: string): Promise<CheckpointResourceState> {
+    const state = new CheckpointResourceState(dir, file);
+    await state.load();
+    return state;
   }
 
   /**
@@ -99,24 +108,26 @@ export class CheckpointResourceState extends MemoryResourceState {
    * error with upstream's advice, since starting without it could re-admit a pod at a
    * size nobody admitted.
    */
-  static async open(dir: string, file: string): Promise<CheckpointResourceState> {
-    const path = join(dir, file);
+  async load(): Promise<void> {
     let text: string;
     try {
-      text = await readFile(path, 'utf8');
+      text = await readFile(this.path, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT')
-        return new CheckpointResourceState(path, new Map());
-      throw new AllocationError(`Cannot read the checkpoint ${path}`, { cause: err });
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw new AllocationError(`Cannot read the checkpoint ${this.path}`, { cause: err });
     }
+    let restored: Map<string, PodResourceInfo>;
     try {
-      return new CheckpointResourceState(path, decodeCheckpoint(text), text);
+      restored = decodeCheckpoint(text);
     } catch (err) {
       throw new AllocationError(
-        `could not restore state from checkpoint: ${(err as Error).message}, please drain this node and delete pod resource information checkpoint file "${path}" before restarting Kubelet`,
+        `could not restore state from checkpoint: ${(err as Error).message}, please drain this node and delete pod resource information checkpoint file "${this.path}" before restarting Kubelet`,
         { cause: err },
       );
     }
+    this.entries.clear();
+    for (const [uid, info] of restored) this.entries.set(uid, info);
+    this.#written = text;
   }
 
   protected override changed(): Promise<void> {

@@ -17,7 +17,7 @@ import { podRequests } from '../admission/predicates.ts';
 import { qosClassOf, type QosClass } from '../kuberuntime/qos.ts';
 import type { Logger } from '../util/logger.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
-import type { CgroupManager, CgroupResources } from './types.ts';
+import type { CgroupManager, CgroupResources, CgroupState } from './types.ts';
 
 export interface PodCgroupsOptions {
   readonly cgroups: CgroupManager;
@@ -151,6 +151,35 @@ export class PodCgroups {
     const name = this.podCgroupName(pod);
     if (await this.#o.cgroups.exists(name)) return;
     await this.#o.cgroups.ensure(name, podResources(pod, this.#o.podPidsLimit));
+  }
+
+  /** What the pod cgroup should have for `pod` (its allocated resources). */
+  desiredPod(pod: Pod): CgroupResources {
+    return podResources(pod, this.#o.podPidsLimit);
+  }
+
+  /**
+   * The pod cgroup's current settings and memory use (upstream's GetPodCgroupConfig);
+   * undefined when berth does not manage it (systemd driver) or it does not exist.
+   */
+  async readPod(pod: Pod): Promise<CgroupState | undefined> {
+    if (!this.#managed()) return undefined;
+    const name = this.podCgroupName(pod);
+    if (!(await this.#o.cgroups.exists(name))) return undefined;
+    return this.#o.cgroups.read(name);
+  }
+
+  /**
+   * Applies `change` to the pod cgroup for a resize (upstream's SetPodCgroupConfig);
+   * what `change` leaves out keeps its current value. A pod's QoS class cannot change
+   * on resize, so its cgroup stays where it is.
+   */
+  async resizePod(pod: Pod, change: CgroupResources): Promise<void> {
+    if (!this.#managed()) return;
+    const name = this.podCgroupName(pod);
+    const current: CgroupResources = { ...(await this.#o.cgroups.read(name)) };
+    delete (current as { memoryUsage?: number }).memoryUsage;
+    await this.#o.cgroups.update(name, { ...current, ...change });
   }
 
   /** Burstable tier's cpu.shares = the sum of its pods' requests (upstream's periodic update). */

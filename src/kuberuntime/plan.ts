@@ -23,12 +23,13 @@
  *    A regular init container that failed and may not restart fails the pod
  *    (`initFailed`, `killPod`). Sidecars (restartPolicy Always) are started in order,
  *    the next init container starting once the sidecar has started (after its startup
- *    probe, if any, passed), and restarted whenever not running, on a spec change, or a
- *    liveness/startup failure.
+ *    probe, if any, passed), and restarted whenever not running, on a spec change, a
+ *    liveness/startup failure, or a resize that needs a restart.
  * 4. App containers, only once initialisation is done: a missing, created or unknown
  *    container is (re)started; an exited one per its effective restart policy; a
- *    running one is killed when its spec hash changed (then always restarted) or a
- *    liveness/startup probe failed (restarted unless the policy is Never). When nothing
+ *    running one is killed when its spec hash changed (then always restarted), a
+ *    liveness/startup probe failed (restarted unless the policy is Never), or its
+ *    resize needs a restart (`resizeRestarts`, always restarted). When nothing
  *    is left running and nothing is to start, the pod is killed (this also stops the
  *    sidecars).
  * 5. Back-off. A container to start whose newest exited instance ran the current spec
@@ -86,10 +87,15 @@ export interface PlanInput {
    * nothing is killed for a probe and sidecars do not wait for startup probes.
    */
   readonly probes?: ProbeResultsReader;
+  /**
+   * Running containers whose resize needs a restart (their resizePolicy says
+   * RestartContainer for a changed resource; resize.ts), with the Killing message.
+   */
+  readonly resizeRestarts?: ReadonlyMap<string, string>;
 }
 
 /** Why a container is killed; probe reasons select the probe's own grace period. */
-export type KillReason = 'spec changed' | 'liveness' | 'startup' | 'unknown state';
+export type KillReason = 'spec changed' | 'liveness' | 'startup' | 'unknown state' | 'resize';
 
 /** A container instance to stop before the starts happen. */
 export interface ContainerToKill {
@@ -142,6 +148,7 @@ interface Context {
   readonly pod: Pod;
   readonly status: RuntimePodStatus;
   readonly probes: ProbeResultsReader | undefined;
+  readonly resizeRestarts: ReadonlyMap<string, string>;
   readonly draft: Draft;
 }
 
@@ -163,7 +170,13 @@ export function computePodActions(input: PlanInput): PodActions {
     ephemeralToStart: [],
     toKill: [],
   };
-  const context: Context = { pod, status, probes: input.probes, draft };
+  const context: Context = {
+    pod,
+    status,
+    probes: input.probes,
+    resizeRestarts: input.resizeRestarts ?? new Map(),
+    draft,
+  };
   if (sandbox.create) {
     planFreshSandbox(context);
   } else {
@@ -331,6 +344,12 @@ function checkRunningSidecar(
       `Init container ${container.name} failed liveness probe, will be restarted`,
     );
     restart();
+  } else {
+    const resize = context.resizeRestarts.get(container.name);
+    if (resize !== undefined) {
+      kill(context.draft, instance, 'resize', resize);
+      restart();
+    }
   }
 }
 
@@ -381,6 +400,11 @@ function planAppContainers(context: Context): void {
     } else if (probeOf(context, 'startup', container, latest) === 'failure') {
       reason = 'startup';
       what = 'failed startup probe';
+    } else if (context.resizeRestarts.has(container.name)) {
+      // Upstream's computePodResizeAction: restarted with its new allocation.
+      draft.toStart.push(container.name);
+      kill(draft, latest, 'resize', context.resizeRestarts.get(container.name) ?? '');
+      continue;
     } else {
       keep++;
       continue;

@@ -60,6 +60,40 @@ export interface RuntimeContainer {
   readonly image: string;
   readonly imageRef: string;
   readonly sandboxId: string;
+  /** What ContainerStatus reports the container runs with (CRI resources); absent: not reported. */
+  readonly resources?: RuntimeResources;
+}
+
+/**
+ * A container's resources as the runtime reports them (upstream's
+ * toKubeContainerResources): cpu limit from quota/period and request from shares, in
+ * millicores; the memory limit in bytes. The memory request is not a cgroup setting.
+ */
+export interface RuntimeResources {
+  readonly cpuLimit?: number;
+  readonly cpuRequest?: number;
+  readonly memoryLimit?: number;
+}
+
+/** Upstream's toKubeContainerResources over CRI's LinuxContainerResources. */
+export function runtimeResources(
+  r: cri.ContainerResources | undefined,
+): RuntimeResources | undefined {
+  const linux = r?.linux;
+  if (linux === undefined) return undefined;
+  const period = Number(linux.cpuPeriod);
+  const quota = Number(linux.cpuQuota);
+  const shares = Number(linux.cpuShares);
+  const memory = Number(linux.memoryLimitInBytes);
+  // QuotaToMilliCPU; SharesToMilliCPU (shares below the minimum of 2 mean none).
+  const cpuLimit = period > 0 && quota > 0 ? Math.floor((quota * 1000) / period) : 0;
+  const cpuRequest = shares >= 2 ? Math.ceil((shares * 1000) / 1024) : 0;
+  const out: RuntimeResources = {
+    ...(cpuLimit > 0 && { cpuLimit }),
+    ...(cpuRequest > 0 && { cpuRequest }),
+    ...(memory > 0 && { memoryLimit: memory }),
+  };
+  return Object.keys(out).length === 0 ? undefined : out;
 }
 
 /** Everything the runtime knows about one pod. */
@@ -138,6 +172,7 @@ export function containerFromStatus(
   const state = containerState(status.state);
   const startedAt = nanosToMillis(status.startedAt);
   const finishedAt = nanosToMillis(status.finishedAt);
+  const resources = runtimeResources(status.resources);
   return {
     id: status.id,
     // The label is what upstream trusts here; metadata is the fallback.
@@ -156,6 +191,7 @@ export function containerFromStatus(
     image: status.image?.image ?? '',
     imageRef: status.imageRef,
     sandboxId,
+    ...(resources !== undefined && { resources }),
   };
 }
 

@@ -15,8 +15,19 @@
  * when that was a termination (its containers are removed once a pod terminated, but a
  * finalizer can keep the API object, and its status must not fall back to waiting).
  */
-import type { Container, ContainerStatus, PodStatus } from 'kubernetes-types/core/v1.js';
-import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import type {
+  Container,
+  ContainerStatus,
+  PodStatus,
+  ResourceRequirements,
+} from 'kubernetes-types/core/v1.js';
+import { formatBytes, formatMilliCpu } from '../allocation/resources.ts';
+import type {
+  RuntimeContainer,
+  RuntimePodStatus,
+  RuntimeResources,
+} from '../kuberuntime/runtime-state.ts';
+import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
 export interface WaitingReason {
   readonly reason: string;
@@ -38,6 +49,10 @@ export interface ContainerStatusContext {
   readonly deleting: boolean;
   readonly readiness?: (containerName: string) => boolean | undefined;
   readonly started?: (containerName: string) => boolean | undefined;
+  /** The container's spec at its allocated resources (a resize not yet allocated excluded). */
+  readonly allocated?: (containerName: string) => Container | undefined;
+  /** The resources last given to the runtime for the container (actuated_pods_state). */
+  readonly actuated?: (containerName: string) => ResourceRequirements | undefined;
 }
 
 /** Upstream's reason for a container that vanished from the runtime. */
@@ -82,21 +97,93 @@ function previousOf(previous: PodStatus, kind: ContainerKind, name: string) {
   return list?.find((s) => s.name === name);
 }
 
+/** Below these both the allocation and what runs read the same (cm.MinMilliCPULimit, MinShares). */
+const MIN_MILLI_CPU_LIMIT = 10;
+const MIN_SHARES = 2;
+
 /**
- * The resources a container runs with. Until in-place resize (issue #30) can change
- * them, what was allocated is the spec, which is also what upstream reports for a
- * container whose runtime status carries no resources.
+ * What the runtime reports for a running container, with what it does not report (the
+ * memory request, or everything from a runtime that reports nothing) taken from the
+ * actuated resources, as upstream's toKubeContainerStatus fills them.
  */
-function resourcesOf(spec: Container): Pick<ContainerStatus, 'resources' | 'allocatedResources'> {
-  const r = spec.resources;
-  if (r === undefined) return {};
-  const out: Pick<ContainerStatus, 'resources' | 'allocatedResources'> = {
-    resources: {
-      ...(r.limits !== undefined && { limits: { ...r.limits } }),
-      ...(r.requests !== undefined && { requests: { ...r.requests } }),
-    },
+function reported(
+  current: RuntimeContainer,
+  actuated: ResourceRequirements | undefined,
+): (RuntimeResources & { memoryRequest?: number }) | undefined {
+  const memoryRequest = actuated?.requests?.['memory'];
+  const actuatedMemoryRequest =
+    memoryRequest === undefined ? 0 : Math.floor(parseQuantity(memoryRequest));
+  if (current.resources === undefined) {
+    if (actuated === undefined) return undefined;
+    const q = (v: string | undefined, f: (x: string) => number): number =>
+      v === undefined ? 0 : f(v);
+    return {
+      cpuRequest: q(actuated.requests?.['cpu'], milliCpu),
+      cpuLimit: q(actuated.limits?.['cpu'], milliCpu),
+      memoryLimit: q(actuated.limits?.['memory'], (x) => Math.floor(parseQuantity(x))),
+      memoryRequest: actuatedMemoryRequest,
+    };
+  }
+  return {
+    ...current.resources,
+    ...(actuatedMemoryRequest > 0 && { memoryRequest: actuatedMemoryRequest }),
   };
-  return r.requests !== undefined ? { ...out, allocatedResources: { ...r.requests } } : out;
+}
+
+/**
+ * status.resources and status.allocatedResources (upstream's
+ * convertContainerStatusResources): the allocated resources, with what the runtime says
+ * a running container has in their place — so during a resize `resources` shows the
+ * old values until the runtime applied the new ones. A value the runtime does not
+ * report is kept from the previous status of the same running container.
+ */
+function resourcesOf(
+  spec: Container,
+  current: RuntimeContainer,
+  ctx: ContainerStatusContext,
+  old: ContainerStatus | undefined,
+): Pick<ContainerStatus, 'resources' | 'allocatedResources'> {
+  const allocated = ctx.allocated?.(spec.name) ?? spec;
+  const r = allocated.resources;
+  if (r === undefined) return {};
+  const resources: ResourceRequirements = structuredClone({
+    ...(r.limits !== undefined && { limits: r.limits }),
+    ...(r.requests !== undefined && { requests: r.requests }),
+  });
+  const allocatedRequests =
+    r.requests !== undefined ? { allocatedResources: { ...r.requests } } : {};
+  if (current.state !== 'running') return { resources, ...allocatedRequests };
+  const have = reported(current, ctx.actuated?.(spec.name));
+  const sameRunning =
+    old?.state?.running !== undefined &&
+    old.containerID === `${ctx.runtimeName}://${current.id}` &&
+    old.resources !== undefined;
+  const keep = (list: 'limits' | 'requests', name: string): void => {
+    const value = sameRunning ? old.resources?.[list]?.[name] : undefined;
+    const target = resources[list];
+    if (value !== undefined && target !== undefined) target[name] = value;
+  };
+  const limits = resources.limits;
+  if (limits !== undefined) {
+    if (have?.cpuLimit !== undefined) {
+      const mine = limits['cpu'] === undefined ? 0 : milliCpu(limits['cpu']);
+      if (have.cpuLimit > MIN_MILLI_CPU_LIMIT || mine > MIN_MILLI_CPU_LIMIT)
+        limits['cpu'] = formatMilliCpu(have.cpuLimit);
+    } else keep('limits', 'cpu');
+    if (have?.memoryLimit !== undefined) limits['memory'] = formatBytes(have.memoryLimit);
+    else keep('limits', 'memory');
+  }
+  const requests = resources.requests;
+  if (requests !== undefined) {
+    if (have?.cpuRequest !== undefined) {
+      const mine = requests['cpu'] === undefined ? 0 : milliCpu(requests['cpu']);
+      if (have.cpuRequest > MIN_SHARES || mine > MIN_SHARES)
+        requests['cpu'] = formatMilliCpu(have.cpuRequest);
+    } else keep('requests', 'cpu');
+    if (have?.memoryRequest !== undefined) requests['memory'] = formatBytes(have.memoryRequest);
+    else keep('requests', 'memory');
+  }
+  return { resources, ...allocatedRequests };
 }
 
 /** A container with no runtime record: waiting, or what the previous status said. */
@@ -171,7 +258,7 @@ export function containerStatus(
     restartCount: current.attempt,
     ready: false,
     started: false,
-    ...resourcesOf(spec),
+    ...resourcesOf(spec, current, ctx, previousOf(ctx.previous, kind, spec.name)),
   };
   const lastState =
     previous !== undefined && previous.state === 'exited'

@@ -10,6 +10,7 @@ import type {
   Pod,
   PodCondition,
   PodStatus,
+  ResourceRequirements,
 } from 'kubernetes-types/core/v1.js';
 import { qosClassOf } from '../kuberuntime/qos.ts';
 import { isSidecar } from '../kuberuntime/restart-policy.ts';
@@ -22,6 +23,7 @@ import {
   type WaitingReason,
 } from './container-status.ts';
 import { podPhase, type Phase } from './phase.ts';
+import { RESIZE_CONDITIONS } from './resize-conditions.ts';
 
 export type { WaitingReason } from './container-status.ts';
 export { apiTime } from './container-status.ts';
@@ -50,6 +52,12 @@ export interface StatusInput {
   readonly readiness?: (containerName: string) => boolean | undefined;
   /** Whether a running container's startup probe passed; undefined: no startup probe. */
   readonly started?: (containerName: string) => boolean | undefined;
+  /** The pod at its allocated resources (differs from `pod` while a resize is pending). */
+  readonly allocatedPod?: Pod;
+  /** Resources last given to the runtime per container (actuated_pods_state). */
+  readonly actuated?: (containerName: string) => ResourceRequirements | undefined;
+  /** PodResizePending / PodResizeInProgress (resize-conditions.ts); left out once terminal. */
+  readonly resizeConditions?: readonly PodCondition[];
 }
 
 /** Conditions the kubelet owns; others (PodScheduled, DisruptionTarget, gates) are kept. */
@@ -58,6 +66,7 @@ export const KUBELET_CONDITIONS = new Set([
   'Initialized',
   'ContainersReady',
   'Ready',
+  ...RESIZE_CONDITIONS,
 ]);
 
 function condition(
@@ -154,6 +163,10 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     deleting: pod.metadata?.deletionTimestamp != null,
     ...(input.readiness !== undefined && { readiness: input.readiness }),
     ...(input.started !== undefined && { started: input.started }),
+    ...(input.allocatedPod !== undefined && {
+      allocated: (name: string) => specOf(input.allocatedPod, name),
+    }),
+    ...(input.actuated !== undefined && { actuated: input.actuated }),
   };
   let initStatuses = initSpecs.map((c) =>
     containerStatus(c, isSidecar(c) ? 'sidecar' : 'init', ctx),
@@ -245,11 +258,15 @@ export function generatePodStatus(input: StatusInput): PodStatus {
   const generation = observedGeneration(pod, previous);
   return {
     phase,
-    conditions: conditions.map((c) =>
-      generation === undefined || !ownCondition(c, prevConditions)
-        ? c
-        : { ...c, observedGeneration: generation },
-    ),
+    conditions: [
+      ...conditions.map((c) =>
+        generation === undefined || !ownCondition(c, prevConditions)
+          ? c
+          : { ...c, observedGeneration: generation },
+      ),
+      // They carry the generation of the resize they describe.
+      ...(terminal ? [] : (input.resizeConditions ?? [])),
+    ],
     ...(generation !== undefined && { observedGeneration: generation }),
     ...(input.podFailure !== undefined && {
       reason: input.podFailure.reason,
@@ -282,6 +299,12 @@ function observedGeneration(pod: Pod, previous: PodStatus): number | undefined {
 function ownCondition(c: PodCondition, before: readonly PodCondition[]): boolean {
   if (KUBELET_CONDITIONS.has(c.type)) return true;
   return c.type === 'PodScheduled' && !before.some((x) => x.type === 'PodScheduled');
+}
+
+function specOf(pod: Pod | undefined, name: string): Container | undefined {
+  return [...(pod?.spec?.initContainers ?? []), ...(pod?.spec?.containers ?? [])].find(
+    (c) => c.name === name,
+  );
 }
 
 /** Upstream's hasPodInitialized, from the status alone: an app container left waiting. */

@@ -10,6 +10,7 @@ import { inNamespace, isConflict, isNotFound, PODS, type KubeClient } from '../k
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { KUBELET_CONDITIONS } from './generate.ts';
+import { RESIZE_CONDITIONS } from './resize-conditions.ts';
 
 export interface StatusManagerOptions {
   readonly client: KubeClient;
@@ -48,19 +49,29 @@ const OWN_CONDITIONS = new Set([...KUBELET_CONDITIONS, 'PodScheduled']);
  * The strategic merge patch of a status, as upstream's kubelet writes it: conditions
  * merge by type and only the kubelet's own are sent, so a readiness gate or
  * DisruptionTarget another controller set meanwhile is neither dropped nor overwritten
- * with the older value berth last read. The IP lists are replaced whole (a recreated
+ * with the older value berth last read; a resize condition the API still has
+ * (`before`) but the status no longer carries is deleted. The IP lists are replaced whole (a recreated
  * sandbox's IP must not be added next to the old one); the container status lists are
  * atomic in the API already.
  */
-export function statusPatch(status: PodStatus): Record<string, unknown> {
+export function statusPatch(status: PodStatus, before?: PodStatus): Record<string, unknown> {
   const replace = { $patch: 'replace' };
   const terminal = status.phase === 'Succeeded' || status.phase === 'Failed';
   return {
     ...status,
     ...(status.conditions !== undefined && {
-      conditions: status.conditions.filter(
-        (c) => OWN_CONDITIONS.has(c.type) || (terminal && isKubeletDisruption(c)),
-      ),
+      conditions: [
+        ...status.conditions.filter(
+          (c) => OWN_CONDITIONS.has(c.type) || (terminal && isKubeletDisruption(c)),
+        ),
+        // A resize condition the API has and that no longer holds is removed
+        // (conditions merge by type).
+        ...RESIZE_CONDITIONS.filter(
+          (t) =>
+            before?.conditions?.some((c) => c.type === t) === true &&
+            !status.conditions?.some((c) => c.type === t),
+        ).map((type) => ({ type, $patch: 'delete' })),
+      ],
     }),
     ...(status.podIPs !== undefined && { podIPs: [...status.podIPs, replace] }),
     ...(status.hostIPs !== undefined && { hostIPs: [...status.hostIPs, replace] }),
@@ -170,7 +181,7 @@ export class StatusManager {
       const updated = await this.#o.client.patch<Pod>(
         inNamespace(PODS, meta.namespace ?? 'default'),
         meta.name ?? '',
-        { metadata: { uid: target }, status: statusPatch(status) },
+        { metadata: { uid: target }, status: statusPatch(status, entry.pod.status) },
         'strategic',
         { subresource: 'status' },
       );
