@@ -26,6 +26,7 @@ import { Backoff } from '../util/backoff.ts';
 import { isAborted } from '../util/errors.ts';
 import { podObjectRefs } from '../volumes/sources/index.ts';
 import { Housekeeping } from './housekeeping.ts';
+import { resizeStackOf, type ResizeStack } from './resize-stack.ts';
 import {
   nodeAllocatable,
   podHostsFile,
@@ -36,6 +37,7 @@ import {
 import { PodEnvironment } from './pod-env.ts';
 import { ServiceLister } from './service-lister.ts';
 import { createVolumeStack, type VolumeStack } from './volume-stack.ts';
+import { CsiDriverRegistryImpl, type CsiDriverStore } from '../csi/registry.ts';
 import { PodSync } from './pod-sync.ts';
 import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
 import { RuntimeStatusReader } from './runtime-status.ts';
@@ -74,10 +76,13 @@ export class Kubelet {
   readonly admission: AdmissionManager;
   readonly services: ServiceLister;
   readonly volumes: VolumeStack;
+  /** CSI drivers registered through the plugin manager; the volume manager's CSI plugin uses them. */
+  readonly csiDrivers: CsiDriverStore;
   readonly podCgroups: PodCgroups | undefined;
   readonly containerLogs: ContainerLogManager | undefined;
   readonly shutdown: NodeShutdownManager | undefined;
   readonly eviction: EvictionStack | undefined;
+  readonly resize: ResizeStack;
   #cgroupDriver: 'cgroupfs' | 'systemd';
 
   constructor(options: KubeletOptions, deps: KubeletDeps) {
@@ -87,8 +92,11 @@ export class Kubelet {
     this.#cgroupDriver = options.cgroupDriver;
     this.services = new ServiceLister({ client: kube, clock, logger });
     const allocatable = (): NodeAllocatable => nodeAllocatable(this.nodeStatus.node);
+    this.csiDrivers = new CsiDriverRegistryImpl();
     this.volumes = createVolumeStack({
       kube,
+      nodeName: options.nodeName,
+      csiDrivers: this.csiDrivers,
       clock,
       logger,
       rootDir: options.rootDir,
@@ -142,6 +150,14 @@ export class Kubelet {
     const imageBackoff = new Backoff(clock, POD_BACKOFF);
     const crashBackoff = new Backoff(clock, POD_BACKOFF);
     const reader = new RuntimeStatusReader(cri.runtime);
+    this.resize = resizeStackOf({
+      ...{ rootDir: options.rootDir, runtime: cri.runtime, podCgroups: this.podCgroups },
+      ...{ node: () => this.nodeStatus.node, pods: () => this.static.config.pods() },
+      ...{ rejected: (u) => this.admission.isRejected(u), phase: (u) => this.status.get(u)?.phase },
+      sourcesReady: () => this.static.config.synced,
+      ...{ podWorkers: () => this.podWorkers, reader },
+      ...{ allowedUnsafeSysctls: options.allowedUnsafeSysctls ?? [], recorder, clock, logger },
+    });
     const images = new ImageManager({
       images: cri.image,
       recorder,
@@ -196,6 +212,7 @@ export class Kubelet {
       ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
       ...(metrics !== undefined && { metrics }),
       ...(this.containerLogs !== undefined && { containerLogs: this.containerLogs }),
+      resize: this.resize.resizer,
       onPodGone: (uid) => {
         this.volumes.tokens.deletePodTokens(uid);
       },
@@ -230,6 +247,7 @@ export class Kubelet {
         volumes: () => this.volumes,
         podWorkers: () => this.podWorkers,
         status: () => this.status,
+        allocation: () => this.resize.allocation,
       }),
     });
     this.source = new ApiPodSource({
@@ -275,6 +293,7 @@ export class Kubelet {
       evictionNodefsFraction: options.evictionNodefsFraction,
       ...(options.reserved !== undefined && { reserved: options.reserved }),
       pressure: () => this.eviction?.manager.conditions() ?? [],
+      volumesInUse: () => this.volumes.volumes.volumesInUse(),
       healthProblems: () =>
         [
           this.pleg.healthProblem(),
@@ -425,6 +444,9 @@ export class Kubelet {
         'Starting kubelet.',
       );
       await this.podCgroups?.start(podsAllocatable(this.nodeStatus.node));
+      // Allocations and actuated resources as the last run left them (mid-resize too).
+      await this.resize.load();
+      this.#loop('allocation', (s) => this.resize.allocation.run(s));
       const logs = this.containerLogs;
       if (logs !== undefined) this.#loop('container-logs', (s) => logs.run(s));
       this.#loop('pleg', (s) => this.pleg.run(s));

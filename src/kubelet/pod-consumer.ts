@@ -5,6 +5,7 @@
  * has no API object of its own.
  */
 import type { AdmissionManager } from '../admission/manager.ts';
+import type { PodAllocationManager } from '../allocation/manager.ts';
 import { isStaticPod } from '../admission/predicates.ts';
 import type { KubeClient } from '../kube/types.ts';
 import type { PodSourceConsumer } from '../podsource/api-source.ts';
@@ -22,12 +23,23 @@ export interface PodConsumerDeps {
   readonly volumes: () => VolumeStack;
   readonly podWorkers: () => PodWorkers;
   readonly status: () => StatusManager;
+  /** Records allocations and decides resizes (in-place pod resize). */
+  readonly allocation?: () => PodAllocationManager;
 }
 
 export function podConsumer(d: PodConsumerDeps): PodSourceConsumer {
+  // The allocation's work is asynchronous (checkpoint writes); its errors are logged.
+  const allocation = (what: string, work: (m: PodAllocationManager) => Promise<void>): void => {
+    const m = d.allocation?.();
+    if (m === undefined) return;
+    work(m).catch((err: unknown) => {
+      d.logger.error('Pod allocation failed', { operation: what, error: String(err) });
+    });
+  };
   return {
     add: (pod) => {
       if (!d.admission().admit(pod)) return;
+      allocation('add', (m) => m.addPod(pod));
       d.volumes().objects.register(pod);
       d.podWorkers().update(pod, 'add');
     },
@@ -38,6 +50,7 @@ export function podConsumer(d: PodConsumerDeps): PodSourceConsumer {
       }
       d.volumes().objects.register(pod);
       d.podWorkers().update(pod, 'update');
+      allocation('update', (m) => m.podUpdated(pod));
     },
     remove: (pod) => {
       const uid = pod.metadata?.uid ?? '';
@@ -45,6 +58,7 @@ export function podConsumer(d: PodConsumerDeps): PodSourceConsumer {
       else d.podWorkers().update(pod, 'remove');
       d.volumes().objects.unregister(uid);
       d.admission().forget(uid);
+      allocation('remove', (m) => m.removePod(uid));
     },
   };
 }

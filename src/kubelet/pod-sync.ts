@@ -35,6 +35,7 @@ import {
 } from './container-start.ts';
 import { writeEtcHosts } from './pod-dirs.ts';
 import { containerTarget, podTarget } from '../events/targets.ts';
+import type { PodResizer } from '../kuberuntime/resizer.ts';
 
 export interface PodSyncOptions {
   readonly cri: CriClient;
@@ -63,6 +64,8 @@ export interface PodSyncOptions {
   readonly metrics?: KubeletMetrics;
   /** Rotates container logs; removes a container's rotated logs with it. */
   readonly containerLogs?: Pick<ContainerLogManager, 'clean'>;
+  /** In-place resize: allocated resources, actuation, resize conditions. */
+  readonly resize?: PodResizer;
   /** The pod's containers, sandboxes and volumes are gone (drop per-pod caches). */
   readonly onPodGone?: (uid: string) => void;
 }
@@ -126,6 +129,7 @@ export class PodSync implements PodSyncer {
     // Every runtime read ends here, so this is where probe workers follow the containers.
     if (prober !== undefined && extra.terminating !== true) prober.syncPod(pod, runtime);
     const previous = this.#o.status.get(uid) ?? pod.status;
+    const resize = this.#o.resize?.statusInputs(pod, runtime, extra.terminating === true);
     const status = generatePodStatus({
       pod,
       runtime,
@@ -140,6 +144,7 @@ export class PodSync implements PodSyncer {
         started: prober.started(pod, runtime),
       }),
       ...(podFailure !== undefined && { podFailure }),
+      ...resize,
     });
     if (status.phase === 'Running' && (previous?.phase ?? 'Pending') === 'Pending') {
       // kubelet_pod_start_duration_seconds: first seen by this kubelet to Running.
@@ -169,8 +174,10 @@ export class PodSync implements PodSyncer {
     return out;
   }
 
-  async syncPod(pod: Pod, signal: AbortSignal): Promise<SyncResult> {
+  async syncPod(desired: Pod, signal: AbortSignal): Promise<SyncResult> {
     const { recorder, clock } = this.#o;
+    // Synced at its allocated resources: a resize not (yet) allocated is not applied.
+    const pod = (await this.#o.resize?.prepare(desired)) ?? desired;
     const uid = pod.metadata?.uid ?? '';
     if (!this.#firstSeen.has(uid)) this.#firstSeen.set(uid, clock.now());
     const waiting = new Map<string, WaitingReason>();
@@ -189,12 +196,14 @@ export class PodSync implements PodSyncer {
       return { requeueAfterMs: 5000 };
     }
     let runtime = await this.#runtimeStatus(pod, signal);
+    const resize = this.#o.resize?.plan(pod, runtime);
     const plan = computePodActions({
       pod,
       status: runtime,
       now: clock.now(),
       backoff: this.#o.crashBackoff,
       ...(this.#o.prober !== undefined && { probes: this.#o.prober }),
+      ...(resize !== undefined && { resizeRestarts: resize.restarts }),
     });
     for (const [name, w] of Object.entries(plan.waiting)) {
       waiting.set(name, w);
@@ -248,6 +257,14 @@ export class PodSync implements PodSyncer {
       return {};
     }
     sandbox ??= sandboxConfig(pod, plan.attempt, this.#o.runtimeConfig);
+    // Upstream's step 6: resize the pod cgroup and running containers, then start.
+    if (resize !== undefined && !plan.killPod) {
+      const killed = new Set(plan.containersToKill.map((k) => k.name));
+      if (await this.#o.resize?.actuate(pod, resize, killed, signal)) {
+        await this.#o.pleg.relist(signal);
+        runtime = await this.#runtimeStatus(pod, signal);
+      }
+    }
     const starting =
       plan.ephemeralContainersToStart.length +
       plan.initContainersToStart.length +
@@ -260,6 +277,7 @@ export class PodSync implements PodSyncer {
       const start = async (name: string): Promise<void> => {
         const spec = specContainer(pod, name);
         if (spec === undefined) return;
+        await this.#o.resize?.containerStarting(pod, name);
         const r = await startContainer(
           deps,
           {
@@ -395,6 +413,7 @@ export class PodSync implements PodSyncer {
     await this.#o.volumes.tearDownPod(uid, signal);
     await this.#o.podCgroups?.destroyPod(uid);
     this.#o.onPodGone?.(uid);
+    this.#o.resize?.forget(uid);
     await this.#o.status.drain();
     try {
       await this.#o.kube.delete(

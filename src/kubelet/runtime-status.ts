@@ -84,6 +84,11 @@ export class RuntimeStatusReader {
     return { uid: snapshot.uid, name: pod.name, namespace: pod.namespace, sandboxes, containers };
   }
 
+  /** Drops a container's cached status (its resources changed in place). */
+  forget(containerId: string): void {
+    for (const [key, v] of this.#containers) if (v.id === containerId) this.#containers.delete(key);
+  }
+
   /** Drops cached entries of objects the runtime no longer has. */
   prune(liveIds: ReadonlySet<string>): void {
     for (const [key, v] of this.#containers) if (!liveIds.has(v.id)) this.#containers.delete(key);
