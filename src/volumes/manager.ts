@@ -228,7 +228,9 @@ export class HostVolumeManager implements VolumeManager {
     const csi = specFromPv(v.name, pv, claimed.readOnly);
     if (csi !== undefined) {
       if (this.#csi === undefined) throw noPlugin(v, 'csi');
-      return this.#csi.setUp(pod, this.podDir(uid), csi, signal);
+      const mounted = await this.#csi.setUp(pod, this.podDir(uid), csi, signal);
+      await this.#csi.expand(claimed.claim, pv, csi, this.podDir(uid), signal);
+      return mounted;
     }
     const readOnly = claimed.readOnly;
     if (pv.spec?.hostPath !== undefined) {

@@ -3,13 +3,14 @@
  * (teardown.ts) over one shared state (state.ts). Pod volumes of kind `csi` (inline
  * ephemeral) and claims bound to PVs with a `csi` source come here.
  */
-import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { PersistentVolume, PersistentVolumeClaim, Pod } from 'kubernetes-types/core/v1.js';
 import type { CsiDriverRegistry } from '../../csi/types.ts';
 import type { KubeClient } from '../../kube/types.ts';
 import type { Clock } from '../../util/clock.ts';
 import type { Logger } from '../../util/logger.ts';
 import type { Mounter } from '../mounter.ts';
 import type { MountedVolume } from '../types.ts';
+import { expandIfNeeded } from './expand.ts';
 import { CsiSetUp } from './setup.ts';
 import type { CsiVolumeSpec } from './spec.ts';
 import { CsiVolumeState } from './state.ts';
@@ -32,7 +33,10 @@ export class CsiVolumePlugin {
   readonly #setUp: CsiSetUp;
   readonly #tearDown: CsiTearDown;
 
+  readonly #o: CsiVolumePluginOptions;
+
   constructor(o: CsiVolumePluginOptions) {
+    this.#o = o;
     this.#state = new CsiVolumeState(o.registry, o.mounter);
     this.#setUp = new CsiSetUp(o, this.#state);
     this.#tearDown = new CsiTearDown(o, this.#state);
@@ -51,6 +55,31 @@ export class CsiVolumePlugin {
     signal: AbortSignal,
   ): Promise<MountedVolume> {
     return this.#setUp.setUp(pod, podDir, spec, signal);
+  }
+
+  /**
+   * NodeExpandVolume when the claim waits for the node to grow the filesystem, then
+   * the claim's status; true when it did.
+   */
+  expand(
+    claim: PersistentVolumeClaim,
+    pv: PersistentVolume,
+    spec: CsiVolumeSpec,
+    podDir: string,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    return this.#state.queue.run(`${spec.driver}^${spec.volumeHandle}`, () =>
+      expandIfNeeded(
+        {
+          kube: this.#o.kube,
+          state: this.#state,
+          rootDir: this.#o.rootDir,
+          logger: this.#o.logger,
+        },
+        { claim, pv, spec, podDir },
+        signal,
+      ),
+    );
   }
 
   /** Unpublishes (and, for the last user, unstages) every CSI volume of a pod. */
