@@ -104,14 +104,21 @@ export class PodAllocationManager implements AllocationManager {
 
   async addPod(pod: Pod): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
-    await this.#exclusive(async () => {
+    // After a restart the API's status carries the resize conditions of before.
+    if (this.#o.conditions.get(uid).length === 0) this.#o.conditions.backfill(uid, pod.status);
+    const pending = await this.#exclusive(async () => {
       if (this.hasAllocation(uid)) {
-        // Restarted berth: the checkpoint is the truth; a differing spec is a pending resize.
-        if (this.podFromAllocation(pod).updated) this.#push(uid);
-        return;
+        // Restarted berth: the checkpoint is the truth; a differing spec is a pending
+        // resize (one patched while berth was down, or allocated but not yet actuated).
+        if (!this.podFromAllocation(pod).updated) return false;
+        this.#push(uid);
+        return true;
       }
       await this.#o.state.set(uid, resourceInfoForPod(pod));
+      return false;
     });
+    // Before every source reported this only resets the periodic retry to 30 s.
+    if (pending) await this.retryPendingResizes(TRIGGER_PODS_ADDED);
   }
 
   async podUpdated(pod: Pod): Promise<void> {
