@@ -7,6 +7,10 @@
  *   a resize of a memory-backed emptyDir (InPlacePodVerticalScalingMemoryBackedVolumes
  *   is alpha, off), a Guaranteed pod's cpu with cpuManagerPolicy static or its memory
  *   with memoryManagerPolicy Static (the Exclusive* gates are alpha, off).
+ * - Pod-level resources (spec.resources): InPlacePodLevelResourcesVerticalScaling is
+ *   beta and on at v1.37, but berth's pod cgroups do not apply pod-level resources yet,
+ *   so berth answers as a kubelet with that gate off: Infeasible with upstream's
+ *   message, rather than accepting a resize it would not carry out.
  * - Any other refusal (OutOfcpu, OutOfmemory, ...) becomes Deferred: it may fit once
  *   other pods leave. At v1.37 a request beyond the node's allocatable never reaches the
  *   kubelet: the API server's PodResizeValidator refuses it (403, NodeCapacity); should
@@ -15,7 +19,7 @@
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { admitPod, type PodAdmitResult } from '../admission/predicates.ts';
 import { qosClassOf } from '../kuberuntime/qos.ts';
-import { resizableContainers, sameList } from './resources.ts';
+import { podLevelResources, resizableContainers, sameList, sameRequirements } from './resources.ts';
 
 export interface ResizeAdmitOptions {
   readonly node: () => Node | undefined;
@@ -98,6 +102,8 @@ export function admitResize(
 ): PodAdmitResult {
   const swap = swapRefusal(desired, allocated, o);
   if (swap !== undefined) return swap;
+  if (!sameRequirements(podLevelResources(desired), podLevelResources(allocated)))
+    return infeasible('InPlacePodLevelResourcesVerticalScaling is disabled');
   if (memoryVolumeResized(desired, allocated))
     return infeasible('Memory-backed emptyDir volume resize is disabled');
   if (qosClassOf(desired) === 'Guaranteed') {

@@ -147,6 +147,21 @@ describe('PodAllocationManager', () => {
     assert.equal(t.manager.hasPendingResizes(), false);
   });
 
+  test('Infeasible: a resize of pod-level resources (berth answers as with the gate off)', async () => {
+    const t = setup();
+    const withLevel = (cpu: string, generation: number): Pod => {
+      const p = pod('a', '500m', { generation });
+      return { ...p, spec: { ...p.spec, resources: { limits: { cpu } } } as Pod['spec'] };
+    };
+    await t.add(withLevel('1', 1));
+    await t.update(withLevel('2', 2));
+    assert.equal(t.conditions.get('a')[0]?.reason, 'Infeasible');
+    assert.equal(
+      t.conditions.get('a')[0]?.message,
+      'InPlacePodLevelResourcesVerticalScaling is disabled',
+    );
+  });
+
   test('a reverted resize clears PodResizePending', async () => {
     const t = setup();
     await t.add(pod('big', '1500m'));
