@@ -5,10 +5,12 @@
  * pods with the cache, runs the token manager and stops both.
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { CsiDriverRegistry } from '../csi/types.ts';
 import type { KubeClient } from '../kube/types.ts';
 import { HostDownwardResolver, type NodeAllocatable } from '../kuberuntime/downward.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
+import { CsiVolumePlugin } from '../volumes/csi/plugin.ts';
 import { HostVolumeManager } from '../volumes/manager.ts';
 import { SystemMounter, type Mounter } from '../volumes/mounter.ts';
 import { ApiVolumeSources, TokenManager, WatchingObjectCache } from '../volumes/sources/index.ts';
@@ -23,6 +25,9 @@ export interface VolumeStackOptions {
   readonly nodeAllocatable: () => NodeAllocatable;
   /** Default: the system's mount(8)/umount(8). */
   readonly mounter?: Mounter;
+  readonly nodeName: string;
+  /** The CSI drivers the plugin manager registered (CSI volumes go through them). */
+  readonly csiDrivers: CsiDriverRegistry;
 }
 
 export interface VolumeStack {
@@ -44,12 +49,24 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     nodeAllocatable: o.nodeAllocatable,
   });
   const sources = new ApiVolumeSources({ kube: o.kube, cache: objects, tokens, downward, logger });
+  const mounter = o.mounter ?? new SystemMounter();
+  const csi = new CsiVolumePlugin({
+    rootDir: o.rootDir,
+    nodeName: o.nodeName,
+    registry: o.csiDrivers,
+    kube: o.kube,
+    mounter,
+    logger: logger.child({ plugin: 'kubernetes.io/csi' }),
+    clock: o.clock,
+  });
   const volumes = new HostVolumeManager({
     rootDir: o.rootDir,
-    mounter: o.mounter ?? new SystemMounter(),
+    mounter,
     sources,
     logger,
     clock: o.clock,
+    kube: o.kube,
+    csi,
   });
   return { volumes, objects, tokens };
 }
