@@ -146,10 +146,7 @@ describe('doPodResize', () => {
     });
     const calls: string[] = [];
     const runtime = {
-      updateContainerResources: (r: {
-        containerId?: string;
-        linux?: Partial<cri.LinuxContainerResources>;
-      }) => {
+      updateContainerResources: (r: cri.DeepPartial<cri.UpdateContainerResourcesRequest>) => {
         calls.push(
           `container ${r.containerId ?? ''} quota=${String(r.linux?.cpuQuota)} mem=${String(r.linux?.memoryLimitInBytes)}`,
         );
