@@ -252,7 +252,7 @@ describe('in-place pod resize on berth', () => {
     assert.equal(statusOf(stuck, 'hog')?.resources?.limits?.['memory'], '128Mi');
     assert.equal(statusOf(stuck, 'hog')?.allocatedResources?.['memory'], '32Mi');
     assert.equal(await memoryLimit(stuck, 'hog'), 128 * 1024 * 1024);
-    await cluster.kubectl(['delete', 'pod', 'below', '--wait=false']);
+    await cluster.kubectl(['delete', 'pod', 'below', '--wait=true', '--timeout=60s']);
   });
 
   test("a resize beyond the node's allocatable is refused by the API server (v1.37)", async () => {
@@ -270,7 +270,7 @@ describe('in-place pod resize on berth', () => {
       resize('huge', { containers: [{ name: 'c', resources: guaranteed('lots', '32Mi') }] }),
       /quantities must match the regular expression|unable to parse quantity|invalid/i,
     );
-    await cluster.kubectl(['delete', 'pod', 'huge', '--wait=false']);
+    await cluster.kubectl(['delete', 'pod', 'huge', '--wait=true', '--timeout=60s']);
   });
 
   test('a resize that does not fit beside another pod is Deferred, then applied once it leaves', async () => {
@@ -278,8 +278,12 @@ describe('in-place pod resize on berth', () => {
     const allocatable = milli(nodeObj?.status?.allocatable?.['cpu'] ?? '0');
     const pods = (await getJson<{ items: Pod[] }>(cluster, ['get', 'pods', '-A']))?.items ?? [];
     const used = pods
-      .filter((p) => p.spec?.nodeName === node && p.metadata?.deletionTimestamp == null)
-      .flatMap((p) => p.spec?.containers ?? [])
+      .filter((p) => p.spec?.nodeName === node)
+      // What keeps running: app containers and sidecars.
+      .flatMap((p) => [
+        ...(p.spec?.containers ?? []),
+        ...(p.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always'),
+      ])
       .reduce((n, c) => n + milli(c.resources?.requests?.['cpu'] ?? '0'), 0);
     const free = allocatable - used;
     assert.ok(free > 600, `enough cpu left on the node: ${free}m`);
