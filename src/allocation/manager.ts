@@ -200,7 +200,7 @@ export class PodAllocationManager implements AllocationManager {
       for (const uid of this.#pending) {
         const pod = this.#o.podByUid(uid);
         if (pod === undefined) continue;
-        const before = JSON.stringify(this.#o.conditions.get(uid));
+        const before = this.#conditionsKey(uid);
         let decision: ResizeDecision;
         try {
           decision = await this.#handleResize(pod);
@@ -216,11 +216,16 @@ export class PodAllocationManager implements AllocationManager {
         if (decision.kind === 'pending' && decision.reason === 'Deferred') still.push(uid);
         if (decision.kind === 'allocated')
           this.#o.logger.info('Pod resize allocated', { pod: podName(pod), podUID: uid, trigger });
-        const after = JSON.stringify(this.#o.conditions.get(uid));
+        const after = this.#conditionsKey(uid);
         if (decision.kind === 'allocated' || before !== after) this.#o.triggerSync(pod);
       }
       this.#pending = still;
     });
+  }
+
+  /** The pod's resize conditions without their probe times (which move on every decision). */
+  #conditionsKey(uid: string): string {
+    return JSON.stringify(this.#o.conditions.get(uid).map((c) => ({ ...c, lastProbeTime: '' })));
   }
 
   /** Upstream's handlePodResourcesResize. */
