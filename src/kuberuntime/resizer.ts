@@ -70,8 +70,15 @@ export class PodResizer {
   async prepare(pod: Pod): Promise<Pod> {
     const allocated = this.#o.allocation.podFromAllocation(pod).pod;
     const uid = allocated.metadata?.uid ?? '';
-    if (this.#o.actuated.get(uid) === undefined)
-      await this.#o.actuated.set(uid, resourceInfoForPod(allocated));
+    if (this.#o.actuated.get(uid) === undefined) {
+      // The state is set in memory at once; a failed write is retried with the next one.
+      await this.#o.actuated.set(uid, resourceInfoForPod(allocated)).catch((err: unknown) => {
+        this.#o.logger.error('Failed to initialize actuated pod resource info checkpoint', {
+          podUID: uid,
+          error: String(err),
+        });
+      });
+    }
     return allocated;
   }
 
