@@ -27,6 +27,8 @@ export interface HousekeepingOptions {
   readonly volumes?: Pick<VolumeManager, 'cleanupOrphans'>;
   /** Removes the cgroups of pods that are gone. */
   readonly podCgroups?: Pick<PodCgroups, 'cleanupOrphans' | 'updateQos'>;
+  /** Forgets the resource allocations of pods that are gone (upstream's RemoveOrphanedPods). */
+  readonly allocations?: { removeOrphans(active: ReadonlySet<string>): void };
   /** Caches keyed by runtime object that forget what the runtime no longer has. */
   readonly runtimeCaches?: readonly { prune(liveIds: ReadonlySet<string>): void }[];
   /** Back-offs whose idle entries are dropped (upstream's backOff.GC in housekeeping). */
@@ -86,7 +88,7 @@ export class Housekeeping {
     }
     const volumes = this.#o.volumes;
     const cgroups = this.#o.podCgroups;
-    if (volumes === undefined && cgroups === undefined) return;
+    if (volumes === undefined && cgroups === undefined && this.#o.allocations === undefined) return;
     // Only pods nothing refers to any more: not bound, no worker, nothing in the runtime.
     const active = new Set([...known, ...bound.keys(), ...this.#killing]);
     for (const uid of pleg.uids()) {
@@ -101,6 +103,7 @@ export class Housekeeping {
     const cgroupsRemoved = (await cgroups?.cleanupOrphans(active)) ?? [];
     if (cgroupsRemoved.length > 0)
       this.#o.logger.info('Removed the cgroups of deleted pods', { podUIDs: cgroupsRemoved });
+    this.#o.allocations?.removeOrphans(active);
   }
 
   async #killOrphan(uid: string, signal: AbortSignal): Promise<void> {

@@ -347,6 +347,7 @@ export class Kubelet {
       logger: logger.child({ component: 'housekeeping' }),
       volumes: this.volumes.volumes,
       ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
+      allocations: this.resize,
       runtimeCaches: [reader],
       backoffs: [crashBackoff, imageBackoff],
     });

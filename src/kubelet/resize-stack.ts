@@ -45,6 +45,8 @@ export interface ResizeStack {
   readonly conditions: ResizeConditions;
   readonly resizer: PodResizer;
   load(): Promise<void>;
+  /** Forgets allocations and actuated resources of pods not in `active` (housekeeping). */
+  removeOrphans(active: ReadonlySet<string>): void;
 }
 
 function terminal(phase: string | undefined): boolean {
@@ -108,6 +110,10 @@ export function resizeStackOf(d: ResizeStackDeps): ResizeStack {
     load: async () => {
       await allocated.load();
       await actuated.load();
+    },
+    removeOrphans: (active) => {
+      allocation.removeOrphans(active);
+      actuated.removeOrphans(active);
     },
   };
 }
