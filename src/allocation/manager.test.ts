@@ -151,7 +151,10 @@ describe('PodAllocationManager', () => {
     const t = setup();
     const withLevel = (cpu: string, generation: number): Pod => {
       const p = pod('a', '500m', { generation });
-      return { ...p, spec: { ...p.spec, resources: { limits: { cpu } } } as Pod['spec'] };
+      return {
+        ...p,
+        spec: { ...p.spec, resources: { limits: { cpu } } } as NonNullable<Pod['spec']>,
+      };
     };
     await t.add(withLevel('1', 1));
     await t.update(withLevel('2', 2));
