@@ -47,7 +47,8 @@ function setup(options: { cpuManagerPolicy?: string } = {}) {
         cpuManagerPolicy: options.cpuManagerPolicy ?? 'none',
         memoryManagerPolicy: 'None',
       }),
-    activePods: () => [...pods.values()],
+    activePods: () =>
+      [...pods.values()].filter((p) => !['Succeeded', 'Failed'].includes(p.status?.phase ?? '')),
     podByUid: (uid) => pods.get(uid),
     sourcesReady: () => true,
     triggerSync: (p) => synced.push(p.metadata?.uid ?? ''),
@@ -114,6 +115,19 @@ describe('PodAllocationManager', () => {
       ['PodResizeInProgress'],
     );
     assert.equal(t.manager.hasPendingResizes(), false);
+  });
+
+  test('a deferred resize is retried when another pod ends (terminal phase)', async () => {
+    const t = setup();
+    await t.add(pod('big', '1500m'));
+    await t.add(pod('b', '250m'));
+    await t.update(pod('b', '750m', { generation: 2 }));
+    assert.equal(t.conditions.get('b')[0]?.reason, 'Deferred');
+    const ended: Pod = { ...pod('big', '1500m'), status: { phase: 'Succeeded' } };
+    t.pods.set('big', ended);
+    await t.manager.podUpdated(ended);
+    assert.equal(t.state.get('b')?.containerResources['c']?.limits?.['cpu'], '750m');
+    assert.deepEqual(t.recorder.reasons(), ['ResizeDeferred', 'ResizeStarted']);
   });
 
   test('a deferred resize is retried periodically (3 minutes after a retry)', async () => {

@@ -61,6 +61,8 @@ export class PodAllocationManager implements AllocationManager {
   #pending: string[] = [];
   #lock: Promise<void> = Promise.resolve();
   #delay = INITIAL_RETRY_DELAY_MS;
+  /** Pods seen in a terminal phase (each triggers one retry). */
+  readonly #terminal = new Set<string>();
 
   constructor(options: ManagerOptions) {
     this.#o = options;
@@ -123,6 +125,13 @@ export class PodAllocationManager implements AllocationManager {
 
   async podUpdated(pod: Pod): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
+    const phase = pod.status?.phase;
+    if ((phase === 'Succeeded' || phase === 'Failed') && !this.#terminal.has(uid)) {
+      // A pod that ended releases its resources (upstream's HandlePodReconcile).
+      this.#terminal.add(uid);
+      if (this.#pending.length > 0) await this.retryPendingResizes(TRIGGER_POD_TERMINATED);
+      return;
+    }
     if (!this.hasAllocation(uid)) return;
     if (this.podFromAllocation(pod).updated) {
       this.#push(uid);
@@ -137,6 +146,7 @@ export class PodAllocationManager implements AllocationManager {
     this.#o.state.remove(uid);
     this.#o.conditions.remove(uid);
     this.#pending = this.#pending.filter((u) => u !== uid);
+    this.#terminal.delete(uid);
     await this.retryPendingResizes(TRIGGER_PODS_REMOVED);
   }
 
