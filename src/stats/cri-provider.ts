@@ -157,8 +157,10 @@ export class CriStatsProvider implements StatsProvider {
       const fallback = pu?.cpu === undefined ? sumContainers(stats, nowMs) : {};
       const cpu = pu?.cpu ?? fallback.cpu;
       const memory = pu?.memory ?? fallback.memory;
-      const volumes = full ? (this.#o.volumes?.(ref.uid) ?? []) : [];
-      const volumesUsed = volumes.reduce((t, v) => t + (v.usedBytes ?? 0), 0);
+      const measured = full ? this.#o.volumes?.(ref.uid) : undefined;
+      const volumes = measured === undefined ? [] : [...measured.ephemeral, ...measured.persistent];
+      // Upstream's calcEphemeralStorage adds only the local ephemeral volumes.
+      const volumesUsed = (measured?.ephemeral ?? []).reduce((t, v) => t + (v.usedBytes ?? 0), 0);
       pods.push({
         podRef: ref,
         startTime: rfc3339(nsToMs(sb.createdAt)),
@@ -166,8 +168,9 @@ export class CriStatsProvider implements StatsProvider {
         ...(cpu !== undefined && { cpu }),
         ...(memory !== undefined && { memory }),
         ...(full && pu?.network !== undefined && { network: pu.network }),
+        // Go's omitempty: no `volume` key until the pod has a measured volume.
+        ...(volumes.length > 0 && { volume: volumes }),
         ...(full && {
-          volume: volumes,
           'ephemeral-storage': {
             ...capacityOf(nodeFs),
             time: rfc3339(nowMs),

@@ -18,6 +18,7 @@ import {
   type HostStats,
 } from './host.ts';
 import { renderResourceMetrics } from './resource-metrics.ts';
+import type { PodVolumeStats, VolumeStats, VolumeStatsSource } from './types.ts';
 
 const START = Date.UTC(2026, 0, 1);
 const IMAGE = 'registry.test/app:1';
@@ -76,7 +77,10 @@ async function runPod(
   return { sandbox: podSandboxId, app: containerId };
 }
 
-async function setup(flavor: 'containerd2' | 'containerd1' = 'containerd2') {
+async function setup(
+  flavor: 'containerd2' | 'containerd1' = 'containerd2',
+  volumes?: VolumeStatsSource,
+) {
   const clock = new FakeClock(START);
   const fake = new FakeCriClient({ clock, flavor });
   const host = fakeHost();
@@ -89,6 +93,7 @@ async function setup(flavor: 'containerd2' | 'containerd1' = 'containerd2') {
     nodeName: 'node-a',
     rootDir: logs,
     podLogsDir: logs,
+    ...(volumes !== undefined && { volumes }),
   });
   return { clock, fake, host, logs, provider };
 }
@@ -173,6 +178,45 @@ describe('CRI stats provider', () => {
       assert.equal(s.pods[0]?.containers[0]?.logs, undefined);
       assert.ok(s.pods[0]?.memory !== undefined);
       assert.equal(fake.callsTo('ImageService/ImageFsInfo').length, 0);
+    } finally {
+      await rm(logs, { recursive: true, force: true });
+    }
+  });
+
+  test('volumes come from the source; only local ephemeral ones count as ephemeral-storage', async () => {
+    const vol = (name: string, usedBytes: number): VolumeStats => ({
+      name,
+      time: new Date(START).toISOString(),
+      usedBytes,
+      capacityBytes: 1000,
+    });
+    const measured = new Map<string, PodVolumeStats>([
+      [
+        'uid-web',
+        {
+          ephemeral: [vol('scratch', 40)],
+          persistent: [{ ...vol('data', 500), pvcRef: { name: 'claim', namespace: 'ns' } }],
+        },
+      ],
+    ]);
+    const { fake, logs, provider } = await setup('containerd2', (uid) => measured.get(uid));
+    try {
+      const { app } = await runPod(fake, 'web');
+      await runPod(fake, 'bare');
+      fake.setUsage(app, { writableLayerBytes: 7n });
+      const s = await provider.summary();
+      const web = s.pods.find((p) => p.podRef.name === 'web');
+      assert.deepEqual(
+        web?.volume?.map((v) => v.name),
+        ['scratch', 'data'],
+      );
+      assert.deepEqual(web.volume[1]?.pvcRef, { name: 'claim', namespace: 'ns' });
+      assert.equal(web['ephemeral-storage']?.usedBytes, 7 + 40);
+      // No measured volume: no `volume` key at all (Go's omitempty).
+      const bare = s.pods.find((p) => p.podRef.name === 'bare');
+      assert.ok(bare !== undefined && !('volume' in bare));
+      const cpuOnly = await provider.summary({ onlyCpuAndMemory: true });
+      assert.ok(cpuOnly.pods.every((p) => p.volume === undefined));
     } finally {
       await rm(logs, { recursive: true, force: true });
     }

@@ -117,5 +117,19 @@ export interface StatsProvider {
   summary(options?: SummaryOptions): Promise<Summary>;
 }
 
-/** Volume usage of one pod, from the volume manager (issue #5); empty until it exists. */
-export type VolumeStatsSource = (podUID: string) => readonly VolumeStats[];
+/**
+ * One pod's volume usage as last measured (upstream's PodVolumeStats), split as upstream
+ * splits it: only the `ephemeral` volumes (emptyDir on disk, configMap, gitRepo:
+ * upstream's IsLocalEphemeralVolume) count towards the pod's ephemeral-storage; both
+ * lists make up the summary's `volume`.
+ */
+export interface PodVolumeStats {
+  readonly ephemeral: readonly VolumeStats[];
+  readonly persistent: readonly VolumeStats[];
+}
+
+/**
+ * The cached volume usage of one pod (src/volumes/stats.ts, measured every
+ * volumeStatsAggPeriod); undefined while the pod has none measured yet.
+ */
+export type VolumeStatsSource = (podUID: string) => PodVolumeStats | undefined;
