@@ -8,6 +8,7 @@
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { systemClock, type Clock } from '../util/clock.ts';
 import { checkedNodeInfo, csiErrorOf } from './errors.ts';
+import type { CsiNodeInfoManager } from './node-info.ts';
 import type { CsiDriverStore } from './registry.ts';
 import {
   type CsiExpandRequest,
@@ -315,5 +316,43 @@ export class FakeCsiDriverRegistry implements CsiDriverStore {
     this.#entries.delete(name);
     this.deregistered.push(name);
     return true;
+  }
+}
+
+/** A CsiNodeInfoManager that keeps the installed drivers in a map; `fail` makes the next call throw. */
+export class FakeCsiNodeInfoManager implements CsiNodeInfoManager {
+  readonly drivers = new Map<
+    string,
+    { nodeId: string; maxVolumesPerNode: number; topology: Readonly<Record<string, string>> }
+  >();
+  readonly ops: string[] = [];
+  initialized = false;
+  fail: Error | undefined;
+
+  #check(op: string): Promise<void> {
+    this.ops.push(op);
+    const failure = this.fail;
+    this.fail = undefined;
+    return failure === undefined ? Promise.resolve() : Promise.reject(failure);
+  }
+
+  async initialize(): Promise<void> {
+    await this.#check('initialize');
+    this.initialized = true;
+  }
+
+  async installDriver(
+    driverName: string,
+    nodeId: string,
+    maxVolumesPerNode: number,
+    topology: Readonly<Record<string, string>>,
+  ): Promise<void> {
+    await this.#check(`install ${driverName}`);
+    this.drivers.set(driverName, { nodeId, maxVolumesPerNode, topology });
+  }
+
+  async uninstallDriver(driverName: string): Promise<void> {
+    await this.#check(`uninstall ${driverName}`);
+    this.drivers.delete(driverName);
   }
 }
