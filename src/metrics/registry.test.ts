@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { cri } from '../cri/index.ts';
 import type { RuntimePodSnapshot } from '../pleg/types.ts';
+import type { PodVolumeStats, VolumeStats } from '../stats/types.ts';
 import {
   recordContainerStarted,
   recordPodStartDuration,
@@ -44,6 +45,62 @@ describe('kubelet metrics', () => {
     assert.match(text, /^# TYPE kubelet_pleg_last_seen_seconds gauge$/m);
     // Probe metrics live in their own registry (/metrics/probes).
     assert.doesNotMatch(text, /prober_probe_total/);
+  });
+
+  test('kubelet_volume_stats_* report each claim once, read from the source at scrape time', async () => {
+    const m = new KubeletMetrics();
+    const vol = (name: string, used: number, claim?: string): VolumeStats => ({
+      name,
+      time: '2026-01-01T00:00:00.000Z',
+      capacityBytes: 1000,
+      availableBytes: 1000 - used,
+      usedBytes: used,
+      inodes: 50,
+      inodesFree: 40,
+      inodesUsed: 10,
+      ...(claim !== undefined && { pvcRef: { name: claim, namespace: 'ns' } }),
+    });
+    let pods: PodVolumeStats[] = [
+      { ephemeral: [vol('scratch', 5)], persistent: [vol('data', 300, 'claim-a')] },
+      { ephemeral: [], persistent: [vol('shared', 999, 'claim-a'), vol('b', 1, 'claim-b')] },
+    ];
+    m.observeVolumes(() => pods);
+    m.volumeStatCalDuration.observe({ metric_source: 'du' }, 0.002);
+    let text = await m.registry.metrics();
+    assert.match(text, /^# TYPE kubelet_volume_stats_used_bytes gauge$/m);
+    assert.match(
+      text,
+      /^kubelet_volume_stats_used_bytes\{namespace="ns",persistentvolumeclaim="claim-a"\} 300$/m,
+    );
+    assert.match(
+      text,
+      /^kubelet_volume_stats_capacity_bytes\{namespace="ns",persistentvolumeclaim="claim-b"\} 1000$/m,
+    );
+    assert.match(
+      text,
+      /^kubelet_volume_stats_available_bytes\{namespace="ns",persistentvolumeclaim="claim-a"\} 700$/m,
+    );
+    assert.match(
+      text,
+      /^kubelet_volume_stats_inodes\{namespace="ns",persistentvolumeclaim="claim-a"\} 50$/m,
+    );
+    assert.match(
+      text,
+      /^kubelet_volume_stats_inodes_free\{namespace="ns",persistentvolumeclaim="claim-a"\} 40$/m,
+    );
+    assert.match(
+      text,
+      /^kubelet_volume_stats_inodes_used\{namespace="ns",persistentvolumeclaim="claim-a"\} 10$/m,
+    );
+    // The first pod using a claim gives its numbers; volumes without a claim are left out.
+    assert.doesNotMatch(text, /scratch|persistentvolumeclaim="claim-a"\} 999$/m);
+    assert.match(
+      text,
+      /^kubelet_volume_metric_collection_duration_seconds_bucket\{le="0\.005",metric_source="du"\} 1$/m,
+    );
+    pods = [];
+    text = await m.registry.metrics();
+    assert.doesNotMatch(text, /persistentvolumeclaim=/);
   });
 
   test('bucket helpers match upstream', () => {

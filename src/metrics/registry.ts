@@ -10,6 +10,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ProberMetrics, ProbeMetricsSample } from '../prober/worker.ts';
+import type { PodVolumeStats, VolumeStats } from '../stats/types.ts';
 
 /** Prometheus' DefBuckets (also prom-client's default), used by most kubelet histograms. */
 export const DEFAULT_BUCKETS: readonly number[] = [
@@ -113,11 +114,15 @@ export class KubeletMetrics {
   readonly httpRequests: Counter<HttpLabel>;
   readonly httpRequestsDuration: Histogram<HttpLabel>;
   readonly httpInflightRequests: Gauge<HttpLabel>;
+  readonly volumeStatCalDuration: Histogram<'metric_source'>;
+  /** kubelet_volume_stats_*, read from the volume stats cache at scrape time. */
+  readonly volumeStatsGauges: readonly Gauge<VolumeLabel>[];
   readonly proberProbeTotal: Counter<ProbeTotalLabel>;
   readonly proberProbeDuration: Histogram<ProbeDurationLabel>;
   /** The ProberMetrics implementation over this object's probe registry. */
   readonly prober: ProberMetrics;
   #runtimeCounts: (() => RuntimeCounts) | undefined;
+  #volumeStats: (() => Iterable<PodVolumeStats>) | undefined;
 
   constructor(options: KubeletMetricsOptions = {}) {
     const registers = [this.registry];
@@ -303,6 +308,42 @@ export class KubeletMetrics {
       labelNames: HTTP_LABELS,
       registers,
     });
+    this.volumeStatCalDuration = histogram(
+      'kubelet_volume_metric_collection_duration_seconds',
+      'Duration in seconds to calculate volume stats',
+      ['metric_source'],
+      DEFAULT_BUCKETS,
+    );
+    // Upstream's volumeStatsCollector: one sample per claim (the first pod's numbers when
+    // several pods use it), rebuilt at every scrape so a claim no pod uses disappears.
+    const claims = (): Map<string, ClaimVolume> => {
+      const out = new Map<string, ClaimVolume>();
+      for (const pod of this.#volumeStats?.() ?? [])
+        for (const v of [...pod.ephemeral, ...pod.persistent]) {
+          const ref = v.pvcRef;
+          if (ref === undefined) continue;
+          const key = `${ref.namespace}/${ref.name}`;
+          if (!out.has(key)) out.set(key, { ...v, pvcRef: ref });
+        }
+      return out;
+    };
+    this.volumeStatsGauges = VOLUME_GAUGES.map(
+      ([suffix, help, field]) =>
+        new Gauge({
+          name: `kubelet_volume_stats_${suffix}`,
+          help,
+          labelNames: VOLUME_LABELS,
+          registers,
+          collect() {
+            this.reset();
+            for (const v of claims().values())
+              this.set(
+                { namespace: v.pvcRef.namespace, persistentvolumeclaim: v.pvcRef.name },
+                v[field] ?? 0,
+              );
+          },
+        }),
+    );
 
     const probes = [this.probesRegistry];
     this.proberProbeTotal = new Counter({
@@ -339,6 +380,11 @@ export class KubeletMetrics {
     };
   }
 
+  /** Where the kubelet_volume_stats_* gauges read from at scrape time (the volume stats cache). */
+  observeVolumes(source: () => Iterable<PodVolumeStats>): void {
+    this.#volumeStats = source;
+  }
+
   /** Where running_pods / running_containers read from at scrape time (e.g. the PLEG cache). */
   observeRuntime(source: () => RuntimeCounts): void {
     this.#runtimeCounts = source;
@@ -349,3 +395,18 @@ type HttpLabel = 'method' | 'path' | 'server_type' | 'long_running';
 const HTTP_LABELS: readonly HttpLabel[] = ['method', 'path', 'server_type', 'long_running'];
 type ProbeTotalLabel = 'probe_type' | 'result' | 'container' | 'pod' | 'namespace' | 'pod_uid';
 type ProbeDurationLabel = 'probe_type' | 'container' | 'pod' | 'namespace';
+/** A claim-backed volume's stats. */
+type ClaimVolume = VolumeStats & { readonly pvcRef: NonNullable<VolumeStats['pvcRef']> };
+type VolumeLabel = 'namespace' | 'persistentvolumeclaim';
+const VOLUME_LABELS: readonly VolumeLabel[] = ['namespace', 'persistentvolumeclaim'];
+type VolumeField =
+  'capacityBytes' | 'availableBytes' | 'usedBytes' | 'inodes' | 'inodesFree' | 'inodesUsed';
+/** Upstream's kubelet_volume_stats_* gauges: name suffix, help, and the VolumeStats field. */
+const VOLUME_GAUGES: readonly (readonly [string, string, VolumeField])[] = [
+  ['capacity_bytes', 'Capacity in bytes of the volume', 'capacityBytes'],
+  ['available_bytes', 'Number of available bytes in the volume', 'availableBytes'],
+  ['used_bytes', 'Number of used bytes in the volume', 'usedBytes'],
+  ['inodes', 'Maximum number of inodes in the volume', 'inodes'],
+  ['inodes_free', 'Number of free inodes in the volume', 'inodesFree'],
+  ['inodes_used', 'Number of used inodes in the volume', 'inodesUsed'],
+];
