@@ -44,6 +44,7 @@ import { RuntimeStatusReader } from './runtime-status.ts';
 import { StaticPods } from './static-pods.ts';
 import { podConsumer } from './pod-consumer.ts';
 import { apiLoops } from './startup.ts';
+import { pluginManagerLoop } from './plugin-wiring.ts';
 import { nodeShutdownOf } from './node-shutdown.ts';
 import type { NodeShutdownManager } from '../nodeshutdown/types.ts';
 import { nodeShutdownAdmitHandler } from '../admission/node-shutdown.ts';
@@ -103,6 +104,9 @@ export class Kubelet {
       hostIPs: options.nodeIPs,
       nodeAllocatable: allocatable,
       ...(deps.mounter !== undefined && { mounter: deps.mounter }),
+      pods: () => this.static.config.pods().values(),
+      volumeStatsAggPeriodMs: options.volumeStatsAggPeriodMs,
+      metrics,
     });
     this.volumes.objects.onChange((kind, ns, name) => {
       this.#resyncUsers(kind, ns, name);
@@ -313,6 +317,7 @@ export class Kubelet {
       status: () => this.status,
       memoryCapacity: () => this.nodeStatus.node?.status?.capacity?.['memory'],
       deleteAllUnusedContainers: (s) => this.#housekeeping.garbageCollect(s),
+      volumes: (uid) => this.volumes.stats.podStats(uid),
     });
     this.admission = new AdmissionManager({
       node: () => this.nodeStatus.node,
@@ -363,6 +368,7 @@ export class Kubelet {
       pods: () => this.static.config.pods(),
       runtimeCache: this.pleg,
       syncLoopHealth: () => this.#syncLoopHealth(),
+      volumes: (uid) => this.volumes.stats.podStats(uid),
     });
   }
 
@@ -452,9 +458,12 @@ export class Kubelet {
       if (logs !== undefined) this.#loop('container-logs', (s) => logs.run(s));
       this.#loop('pleg', (s) => this.pleg.run(s));
       for (const [name, run] of this.static.loops()) this.#loop(name, run);
-      if (this.#o.standalone !== true)
+      if (this.#o.standalone !== true) {
         for (const [name, run] of apiLoops(this)) this.#loop(name, run);
+        this.#loop('plugin-manager', pluginManagerLoop(this, this.#o, this.#d));
+      }
       this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
+      this.#loop('volume-stats', (s) => this.volumes.stats.run(s));
       const shutdown = this.shutdown;
       if (shutdown !== undefined) this.#loop('node-shutdown', (s) => shutdown.run(s));
       const eviction = this.eviction;
