@@ -32,6 +32,8 @@ export interface KubeletOptions {
   readonly maxPods: number;
   readonly kubeletPort: number;
   readonly syncFrequencyMs: number;
+  /** volumeStatsAggPeriod: how often pod volumes are measured; zero or less: never (default 1 min). */
+  readonly volumeStatsAggPeriodMs?: number;
   readonly nodeStatusUpdateFrequencyMs: number;
   readonly nodeStatusReportFrequencyMs: number;
   readonly nodeStatusMaxImages: number;
