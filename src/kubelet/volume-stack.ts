@@ -6,6 +6,7 @@
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { CsiDriverRegistry } from '../csi/types.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { KubeClient } from '../kube/types.ts';
 import { HostDownwardResolver, type NodeAllocatable } from '../kuberuntime/downward.ts';
 import type { Clock } from '../util/clock.ts';
@@ -14,6 +15,7 @@ import { CsiVolumePlugin } from '../volumes/csi/plugin.ts';
 import { HostVolumeManager } from '../volumes/manager.ts';
 import { SystemMounter, type Mounter } from '../volumes/mounter.ts';
 import { ApiVolumeSources, TokenManager, WatchingObjectCache } from '../volumes/sources/index.ts';
+import { VolumeStatsCollector } from '../volumes/stats.ts';
 import type { VolumeManager } from '../volumes/types.ts';
 
 export interface VolumeStackOptions {
@@ -28,12 +30,18 @@ export interface VolumeStackOptions {
   readonly nodeName: string;
   /** The CSI drivers the plugin manager registered (CSI volumes go through them). */
   readonly csiDrivers: CsiDriverRegistry;
+  /** The pods whose volumes are measured, every volumeStatsAggPeriodMs (default 1 min). */
+  readonly pods: () => Iterable<Pod>;
+  readonly volumeStatsAggPeriodMs?: number | undefined;
+  readonly metrics?: KubeletMetrics | undefined;
 }
 
 export interface VolumeStack {
   readonly volumes: VolumeManager;
   readonly objects: WatchingObjectCache;
   readonly tokens: TokenManager;
+  /** Volume usage for /stats/summary, eviction and kubelet_volume_stats_*; the kubelet runs it. */
+  readonly stats: VolumeStatsCollector;
 }
 
 export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
@@ -68,5 +76,23 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     kube: o.kube,
     csi,
   });
-  return { volumes, objects, tokens };
+  const metrics = o.metrics;
+  const stats = new VolumeStatsCollector({
+    rootDir: o.rootDir,
+    periodMs: o.volumeStatsAggPeriodMs ?? 60_000,
+    pods: o.pods,
+    kube: o.kube,
+    csi: o.csiDrivers,
+    clock: o.clock,
+    logger: o.logger.child({ component: 'volume-stats' }),
+    ...(metrics !== undefined && {
+      recorder: {
+        collected: (source: string, seconds: number) => {
+          metrics.volumeStatCalDuration.observe({ metric_source: source }, seconds);
+        },
+      },
+    }),
+  });
+  metrics?.observeVolumes(() => stats.all());
+  return { volumes, objects, tokens, stats };
 }
