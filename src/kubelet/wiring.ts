@@ -16,6 +16,7 @@ import type { KubeletMetrics } from '../metrics/registry.ts';
 import { KubeletServer, type ServingCertificateSource } from '../server/server.ts';
 import { CriStatsProvider } from '../stats/cri-provider.ts';
 import { ProcHostStats } from '../stats/host.ts';
+import type { VolumeStatsSource } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { podDnsConfig, readResolvConf } from './dns.ts';
@@ -72,6 +73,8 @@ export interface ServerWiring {
   readonly pods: () => ReadonlyMap<string, Pod>;
   readonly runtimeCache: RuntimeCache;
   readonly syncLoopHealth: () => string | undefined;
+  /** The pods' measured volumes (the volume stats collector's cache). */
+  readonly volumes?: VolumeStatsSource;
 }
 
 /** The kubelet API (:10250 and healthz), or undefined when the server is turned off. */
@@ -99,6 +102,7 @@ export function kubeletServerOf(
         nodeName: options.nodeName,
         rootDir: options.rootDir,
         podLogsDir: options.podLogsDir,
+        ...(w.volumes !== undefined && { volumes: w.volumes }),
       }),
       syncLoopHealth: w.syncLoopHealth,
       ...(w.servingCertificate !== undefined && { certificate: w.servingCertificate }),
