@@ -18,6 +18,7 @@ import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import { CriStatsProvider } from '../stats/cri-provider.ts';
 import { ProcHostStats } from '../stats/host.ts';
+import type { VolumeStatsSource } from '../stats/types.ts';
 import type { StatusManager } from '../status/manager.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
@@ -48,6 +49,8 @@ export interface EvictionWiring {
   readonly memoryCapacity: () => string | undefined;
   /** Removes dead containers and sandboxes nothing needs (housekeeping's container GC). */
   readonly deleteAllUnusedContainers: (signal: AbortSignal) => Promise<void>;
+  /** The pods' measured volumes, for the pods' ephemeral-storage and volume usage. */
+  readonly volumes?: VolumeStatsSource;
 }
 
 /** The eviction manager, and the loops of it and the image garbage collector. */
@@ -102,6 +105,7 @@ export function evictionStackOf(
     nodeName: kubelet.nodeName,
     rootDir: kubelet.rootDir,
     podLogsDir: kubelet.podLogsDir,
+    ...(w.volumes !== undefined && { volumes: w.volumes }),
   });
   const images = new ImageGcManager({
     images: cri.image,
