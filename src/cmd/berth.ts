@@ -13,7 +13,7 @@ import { configzDocument } from '../config/configz.ts';
 import { bootstrapIfConfigured, startCertificateManagers } from './certificates.ts';
 import { SelfSignedCertificateError, servingCertificateFiles } from '../certificate/self-signed.ts';
 import { loadConfig } from '../config/index.ts';
-import { ConfigError, HelpRequestedError } from '../config/errors.ts';
+import { ConfigError, HelpRequestedError, VersionRequestedError } from '../config/errors.ts';
 import type { KubeletConfig } from '../config/types.ts';
 import { GrpcCriClient } from '../cri/index.ts';
 import { ApiEventRecorder } from '../events/recorder.ts';
@@ -26,7 +26,7 @@ import { evictionOptionsOf } from '../kubelet/eviction-wiring.ts';
 import { EvictionConfigError } from '../eviction/thresholds.ts';
 import { logRotatePolicy } from '../logs/index.ts';
 import { KubeletMetrics } from '../metrics/registry.ts';
-import { nodeReserved } from '../nodestatus/build.ts';
+import { KUBELET_VERSION, nodeReserved } from '../nodestatus/build.ts';
 import { shutdownPeriods } from '../nodeshutdown/config.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
 import { systemClock } from '../util/clock.ts';
@@ -97,6 +97,16 @@ async function main(argv: readonly string[]): Promise<number> {
   try {
     config = await loadConfig(argv);
   } catch (err) {
+    if (err instanceof VersionRequestedError) {
+      // Upstream's wording ("Kubernetes v1.37.2"); kubeadm's preflight parses it.
+      const [major = '', minor = ''] = KUBELET_VERSION.slice(1).split('.');
+      process.stdout.write(
+        err.raw
+          ? `version.Info{Major:"${major}", Minor:"${minor}", GitVersion:"${KUBELET_VERSION}", Platform:"${process.platform}/${process.arch === 'x64' ? 'amd64' : process.arch}"}\n`
+          : `Kubernetes ${KUBELET_VERSION}\n`,
+      );
+      return 0;
+    }
     if (err instanceof HelpRequestedError) {
       process.stdout.write(`${err.usage}\n`);
       return 0;

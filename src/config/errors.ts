@@ -91,3 +91,16 @@ export class HelpRequestedError extends BerthError {
     this.usage = usage;
   }
 }
+
+/**
+ * `--version` was given: print the version and exit 0 before reading anything else, as
+ * upstream's verflag.PrintAndExitIfRequested. `raw` asks for the detailed form.
+ */
+export class VersionRequestedError extends BerthError {
+  override readonly code = 'BERTH_CONFIG_VERSION_REQUESTED';
+  readonly raw: boolean;
+  constructor(raw: boolean) {
+    super('BERTH_CONFIG_VERSION_REQUESTED', 'version requested');
+    this.raw = raw;
+  }
+}

@@ -6,6 +6,7 @@ export { loadConfig, type BerthConfig, type LoadConfigOptions } from './load.ts'
 export {
   ConfigError,
   HelpRequestedError,
+  VersionRequestedError,
   formatIssue,
   type ConfigErrorCode,
   type ConfigIssue,

@@ -86,6 +86,17 @@ function boolValue(text: string): boolean {
 /** Every flag berth accepts, by upstream name. */
 export const KUBELET_FLAGS = {
   help: boolFlag('Show this help and exit.', { shorthand: 'h' }),
+  // component-base's verflag: `--version` prints "Kubernetes <version>" and exits (kubeadm's
+  // preflight runs `kubelet --version`), `--version=raw` the version struct.
+  version: {
+    usage: 'Print version information and quit; --version=raw prints more detail.',
+    typeName: 'version[=true]',
+    boolean: true,
+    parse(text: string): 'true' | 'false' | 'raw' {
+      if (text === 'raw') return 'raw';
+      return boolValue(text) ? 'true' : 'false';
+    },
+  } satisfies FlagSpec<'true' | 'false' | 'raw'>,
   kubeconfig: stringFlag(
     'Path to a kubeconfig file for the API server. Without it berth runs standalone (static pods only).',
   ),

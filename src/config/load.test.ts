@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ConfigError, HelpRequestedError } from './errors.ts';
+import { ConfigError, HelpRequestedError, VersionRequestedError } from './errors.ts';
 import { loadConfig, type LoadConfigOptions } from './load.ts';
 
 const HEADER = 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n';
@@ -199,6 +199,25 @@ describe('loadConfig', () => {
         return true;
       });
     }
+  });
+
+  test('throws VersionRequestedError for --version and --version=raw, before reading the config', async () => {
+    for (const [argv, raw] of [
+      [['--version'], false],
+      [['--config=/missing.yaml', '--version=true'], false],
+      [['--version=raw'], true],
+    ] as const) {
+      await assert.rejects(loadConfig(argv, fakes()), (err: unknown) => {
+        assert.ok(err instanceof VersionRequestedError);
+        assert.ok(!(err instanceof ConfigError));
+        assert.equal(err.raw, raw);
+        return true;
+      });
+    }
+    // --version=false is no request: berth starts as usual.
+    const c = await loadConfig(['--version=false'], fakes());
+    assert.equal(c.configFile, null);
+    await rejects(['--version=maybe'], {}, /--version/);
   });
 
   test('rejects an unknown flag', async () => {

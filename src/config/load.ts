@@ -8,7 +8,13 @@ import { readFile as fsReadFile } from 'node:fs/promises';
 import { hostname as osHostname } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { applyDefaults } from './defaults.ts';
-import { ConfigError, HelpRequestedError, formatFieldPath, type ConfigIssue } from './errors.ts';
+import {
+  ConfigError,
+  HelpRequestedError,
+  VersionRequestedError,
+  formatFieldPath,
+  type ConfigIssue,
+} from './errors.ts';
 import { readKubeletConfigFile, type ParsedKubeletConfigFile } from './kubelet-config.ts';
 import {
   DEFAULT_ROOT_DIR,
@@ -121,6 +127,7 @@ function nodeNameFrom(override: string | null, hostname: () => string): string {
  * Builds berth's configuration from its command line.
  * @param argv the arguments after the script (process.argv.slice(2))
  * @throws HelpRequestedError for --help (print its `usage`, exit 0)
+ * @throws VersionRequestedError for --version (print the version, exit 0)
  * @throws ConfigError naming the flag or field (and line) of every problem
  */
 export async function loadConfig(
@@ -130,6 +137,8 @@ export async function loadConfig(
   const parsed = parseKubeletFlags(argv);
   const flags = parsed.values;
   if (flags.help === true) throw new HelpRequestedError(kubeletUsage());
+  if (flags.version !== undefined && flags.version !== 'false')
+    throw new VersionRequestedError(flags.version === 'raw');
   const cwd = options.cwd ?? process.cwd();
   const readFile = options.readFile ?? ((path: string) => fsReadFile(path, 'utf8'));
 
