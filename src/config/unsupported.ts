@@ -6,10 +6,12 @@
  * pins nothing, a node that registers although told not to).
  *
  * Settings still being built elsewhere (eviction, image GC, graceful node shutdown) are
- * not listed here: their managers act on them. Logging and profiling knobs whose
- * defaults berth cannot honour either way (enableProfilingHandler, registryPullQPS,
- * maxOpenFiles, volumeStatsAggPeriod) are listed in ARCHITECTURE.md's deliberate
- * differences instead, since refusing their defaults would refuse every config.
+ * not listed here: their managers act on them (volumeStatsAggPeriod too: the volume
+ * stats collector measures at that period, and zero or less turns it off as upstream).
+ * Logging and profiling knobs whose defaults berth cannot honour either way
+ * (enableProfilingHandler, registryPullQPS, maxOpenFiles) are listed in
+ * ARCHITECTURE.md's deliberate differences instead, since refusing their defaults
+ * would refuse every config.
  */
 import type { KubeletConfig } from './types.ts';
 
