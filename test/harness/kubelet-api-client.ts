@@ -16,9 +16,9 @@ export interface ClientCert {
   readonly key: Buffer;
 }
 
-/** One request to the kubelet API with node:https. */
+/** One request to the kubelet API with node:https (at 127.0.0.1 unless a host is given). */
 export function callBerth(
-  port: number,
+  port: number | { readonly host: string; readonly port: number },
   ca: Buffer,
   path: string,
   client?: ClientCert,
@@ -28,8 +28,8 @@ export function callBerth(
   return new Promise((resolve, reject) => {
     const req = request(
       {
-        host: '127.0.0.1',
-        port,
+        host: typeof port === 'number' ? '127.0.0.1' : port.host,
+        port: typeof port === 'number' ? port : port.port,
         path,
         method,
         ca,
