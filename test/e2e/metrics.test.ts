@@ -2,13 +2,17 @@
  * /metrics of a running berth, scraped as Prometheus does (the apiserver's kubelet
  * client certificate, straight to :10250): each kubelet_* series upstream's dashboards
  * use is there and moves as pods start (issue #34: these were built but never wired).
+ * Volume usage (issue #29): an emptyDir's files show in /stats/summary, read through the
+ * API server's node proxy, within volumeStatsAggPeriod (2 s here).
  */
 import assert from 'node:assert/strict';
+import type { Pod } from 'kubernetes-types/core/v1.js';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import { callBerth, type ClientCert } from '../harness/kubelet-api-client.ts';
+import type { Summary } from '../../src/stats/types.ts';
 import {
   applyJson,
   busyboxPod,
@@ -28,7 +32,7 @@ function sample(text: string, series: string): number {
 describe('kubelet metrics from a running berth', () => {
   let cluster: Cluster;
   let berth: BerthNode;
-  let port: number;
+  let port: { host: string; port: number };
   let ca: Buffer;
   let client: ClientCert;
   const scrape = async (): Promise<string> => {
@@ -39,8 +43,16 @@ describe('kubelet metrics from a running berth', () => {
 
   before(async () => {
     cluster = await startCluster({ runtime: 'containerd2' });
-    berth = await startBerth(cluster);
-    port = Number(/^port: (\d+)$/m.exec(await readFile(berth.configFile, 'utf8'))?.[1]);
+    // On the pod bridge's gateway, not loopback: the API server refuses to proxy to a
+    // loopback node, and /stats/summary is read through its node proxy.
+    berth = await startBerth(cluster, {
+      nodeIp: cluster.runtime.gateway,
+      extraConfig: ['volumeStatsAggPeriod: 2s'],
+    });
+    port = {
+      host: cluster.runtime.gateway,
+      port: Number(/^port: (\d+)$/m.exec(await readFile(berth.configFile, 'utf8'))?.[1]),
+    };
     ca = await readFile(cluster.pki.ca.cert);
     client = {
       cert: await readFile(cluster.pki.kubeletClient.cert),
@@ -108,6 +120,52 @@ describe('kubelet metrics from a running berth', () => {
     assert.ok(
       sample(text, 'kubelet_runtime_operations_total{operation_type="run_podsandbox"}') >= 3,
       'runtime operations are counted per CRI method',
+    );
+  });
+
+  test("an emptyDir's usage shows in /stats/summary within volumeStatsAggPeriod", async () => {
+    const MiB = 1024 * 1024;
+    const base = busyboxPod(cluster, 'scratch', berth.nodeName, {
+      command: ['sh', '-c', 'dd if=/dev/urandom of=/scratch/blob bs=1024 count=3072 && sleep 3600'],
+    });
+    const pod: Pod = {
+      ...base,
+      spec: {
+        ...base.spec,
+        containers: (base.spec?.containers ?? []).map((c) => ({
+          ...c,
+          volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }],
+        })),
+        volumes: [{ name: 'scratch', emptyDir: {} }],
+      },
+    };
+    await applyJson(cluster, pod);
+    await waitForPod(cluster, 'default', 'scratch', 'running', isRunningAndReady);
+    const started = Date.now();
+    const summaryPath = `/api/v1/nodes/${berth.nodeName}/proxy/stats/summary`;
+    const stats = await eventually(
+      'the emptyDir measured',
+      async () => {
+        const summary = JSON.parse(await cluster.kubectl(['get', '--raw', summaryPath])) as Summary;
+        const p = summary.pods.find(
+          (x) => x.podRef.name === 'scratch' && x.podRef.namespace === 'default',
+        );
+        const v = p?.volume?.find((x) => x.name === 'scratch');
+        return v !== undefined && (v.usedBytes ?? 0) >= 3 * MiB ? { pod: p, volume: v } : undefined;
+      },
+      30_000,
+      500,
+    );
+    // The pod was running before the file was complete: one or two periods and a scrape.
+    assert.ok(Date.now() - started < 15_000, `measured after ${String(Date.now() - started)} ms`);
+    const v = stats.volume;
+    assert.equal(v.pvcRef, undefined);
+    assert.ok((v.capacityBytes ?? 0) > (v.usedBytes ?? 0), 'capacity from statfs');
+    assert.ok((v.availableBytes ?? 0) > 0 && (v.inodes ?? 0) > 0 && (v.inodesFree ?? 0) > 0);
+    assert.ok((v.inodesUsed ?? 0) >= 2, 'the volume directory and the file');
+    assert.ok(
+      (stats.pod?.['ephemeral-storage']?.usedBytes ?? 0) >= 3 * MiB,
+      'an emptyDir counts towards the pod ephemeral-storage',
     );
   });
 });
