@@ -304,7 +304,7 @@ describe('VolumeStatsCollector', () => {
     assert.ok(logger.records.some((r) => r.msg === 'Volume stats available again'));
   });
 
-  it('logs an unregistered driver once until it recovers, and forgets pods that are gone', async () => {
+  it('logs an unregistered driver once over rounds, and forgets pods that are gone', async () => {
     pods = [pod('u1', [{ name: 'inline', csi: { driver: 'other.csi' } }])];
     const dir = volDir('u1', 'kubernetes.io~csi', 'inline');
     await mkdir(path.join(dir, 'mount'), { recursive: true });
@@ -324,6 +324,35 @@ describe('VolumeStatsCollector', () => {
     c.round(ac.signal);
     assert.equal(c.podStats('u1'), undefined);
     assert.deepEqual([...c.all()], []);
+  });
+
+  it('a broken vol_data.json leaves out that volume only; an unlistable pod is logged once', async () => {
+    pods = [
+      pod('u1', [
+        { name: 'inline', csi: { driver: DRIVER } },
+        { name: 'scratch', emptyDir: {} },
+      ]),
+      pod('u2', [{ name: 'scratch', emptyDir: {} }]),
+    ];
+    const dir = volDir('u1', 'kubernetes.io~csi', 'inline');
+    await mkdir(path.join(dir, 'mount'), { recursive: true });
+    await writeFile(path.join(dir, 'vol_data.json'), '{not json');
+    await mkdir(volDir('u1', 'kubernetes.io~empty-dir', 'scratch'), { recursive: true });
+    // u2's volumes directory is a file: the pod's volumes cannot be listed.
+    await mkdir(path.join(root, 'pods', 'u2'), { recursive: true });
+    await writeFile(path.join(root, 'pods', 'u2', 'volumes'), '');
+    const c = collector();
+    for (let i = 0; i < 2; i++) {
+      c.round(ac.signal);
+      await c.settled();
+    }
+    assert.deepEqual(
+      c.podStats('u1')?.ephemeral.map((v) => v.name),
+      ['scratch'],
+    );
+    assert.deepEqual(c.podStats('u1')?.persistent, []);
+    assert.equal(c.podStats('u2'), undefined);
+    assert.deepEqual(warnings(), ['Cannot list the volumes of the pod']);
   });
 
   it('a pod without volume directories has no stats; a zero period turns collection off', async () => {

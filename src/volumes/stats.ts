@@ -249,11 +249,12 @@ export class VolumeStatsCollector {
       const s = state;
       s.running = this.#measurePod(pod, s, signal)
         .catch((err: unknown) => {
-          if (!isAborted(signal))
-            this.#log.warn('Cannot list the volumes of the pod', {
-              ...this.#podFields(pod),
-              error: describe(err),
-            });
+          if (isAborted(signal)) return;
+          // Logged once until the listing works again, as a failing volume is.
+          const fields = { ...this.#podFields(pod), error: describe(err) };
+          if (s.failing.has('')) this.#log.debug('Cannot list the volumes of the pod', fields);
+          else this.#log.warn('Cannot list the volumes of the pod', fields);
+          s.failing.add('');
         })
         .finally(() => {
           s.running = undefined;
@@ -276,6 +277,7 @@ export class VolumeStatsCollector {
   async #measurePod(pod: Pod, state: PodState, signal: AbortSignal): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
     const targets = await this.#targets(pod, signal);
+    state.failing.delete('');
     // Upstream stores nothing for a pod without mounted volumes (ListVolumesForPod: not found).
     if (targets.length === 0) return;
     const ns = pod.metadata?.namespace ?? 'default';
@@ -441,7 +443,8 @@ export class VolumeStatsCollector {
     for (const plugin of plugins.sort()) {
       const pluginDir = path.join(volumesDir, plugin);
       const dirs = await readdir(pluginDir).catch((err: unknown) => {
-        if (isMissing(err)) return [] as string[];
+        // A file where a plugin directory would be holds no volumes.
+        if (isMissing(err) || (err as { code?: unknown }).code === 'ENOTDIR') return [];
         throw err;
       });
       for (const name of dirs.sort()) {
@@ -457,7 +460,15 @@ export class VolumeStatsCollector {
           const v = await this.#claimedVolume(pod, name, signal);
           if (v !== undefined) out.push({ key, volume: v, dir, how: { kind: 'statfs' } });
         } else if (plugin === CSI_PLUGIN_DIR) {
-          const data = await loadVolData(dir);
+          const data = await loadVolData(dir).catch((err: unknown) => {
+            // Unreadable: the volume is left out; the others of the pod are still measured.
+            this.#log.debug('Cannot read the vol_data.json of a CSI volume', {
+              ...this.#podFields(pod),
+              path: dir,
+              error: describe(err),
+            });
+            return undefined;
+          });
           if (data === undefined) continue;
           const v =
             byName?.csi !== undefined ? byName : await this.#claimedVolume(pod, name, signal);
