@@ -126,6 +126,12 @@ describe('applyDefaults', () => {
     );
   });
 
+  test('volumeStatsAggPeriod: zero is the 1m default, a negative period (collection off) is kept', () => {
+    assert.equal(fromYaml('volumeStatsAggPeriod: 0s\n').volumeStatsAggPeriodMs, 60_000);
+    assert.equal(fromYaml('volumeStatsAggPeriod: 15s\n').volumeStatsAggPeriodMs, 15_000);
+    assert.equal(fromYaml('volumeStatsAggPeriod: -1s\n').volumeStatsAggPeriodMs, -1_000);
+  });
+
   test('folds negative podPidsLimit into -1', () => {
     assert.equal(fromYaml('podPidsLimit: -5\n').podPidsLimit, -1);
     assert.equal(fromYaml('podPidsLimit: 1024\n').podPidsLimit, 1024);
