@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct conformance
+.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct conformance
 
 all: test
 
@@ -47,6 +47,14 @@ test-eviction: deps
 test-csi-upstream: deps
 	@echo "== CSI end-to-end (real sidecars and mock driver; node agent: $${CSI_NODE_AGENT:-upstream})"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/csi-upstream/**/*.test.ts'
+
+## test-kubeadm: `kubeadm init` with berth as the kubelet, then `kubeadm reset -f` (a tier of its
+## own: it writes /etc/kubernetes, /var/lib/kubelet and /var/lib/etcd, saved and restored around it)
+test-kubeadm: deps
+	@bash hack/build-go.sh kubernetes >/dev/null
+	@bash hack/conformance/build-go.sh coredns >/dev/null
+	@echo "== kubeadm end-to-end test (a control-plane node on berth)"
+	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=900000 'test/kubeadm/**/*.test.ts'
 
 ## demo: a local single-node cluster, left running; kubeconfig in .demo/kubeconfig
 demo: deps
