@@ -3,11 +3,13 @@
  * client certificate, straight to :10250): each kubelet_* series upstream's dashboards
  * use is there and moves as pods start (issue #34: these were built but never wired).
  * Volume usage (issue #29): an emptyDir's files show in /stats/summary, read through the
- * API server's node proxy, within volumeStatsAggPeriod (2 s here).
+ * API server's node proxy, within volumeStatsAggPeriod (2 s here), and a claim's volume
+ * (a local PV, statfs) in the kubelet_volume_stats_* gauges.
  */
 import assert from 'node:assert/strict';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
@@ -167,5 +169,94 @@ describe('kubelet metrics from a running berth', () => {
       (stats.pod?.['ephemeral-storage']?.usedBytes ?? 0) >= 3 * MiB,
       'an emptyDir counts towards the pod ephemeral-storage',
     );
+  });
+
+  test('a claim on a local PV shows in kubelet_volume_stats_* and with its pvcRef', async () => {
+    const path = join(berth.dir, 'local-pv');
+    await mkdir(path, { recursive: true });
+    // Pre-bound both ways, so the controller manager's binder only confirms it.
+    await applyJson(cluster, {
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      metadata: { name: 'stats-local-pv' },
+      spec: {
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        persistentVolumeReclaimPolicy: 'Retain',
+        storageClassName: '',
+        local: { path },
+        claimRef: { namespace: 'default', name: 'stats-claim' },
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              {
+                matchExpressions: [
+                  { key: 'kubernetes.io/hostname', operator: 'In', values: [berth.nodeName] },
+                ],
+              },
+            ],
+          },
+        },
+      },
+    });
+    await applyJson(cluster, {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: 'stats-claim', namespace: 'default' },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        storageClassName: '',
+        volumeName: 'stats-local-pv',
+        resources: { requests: { storage: '1Gi' } },
+      },
+    });
+    const base = busyboxPod(cluster, 'claimed', berth.nodeName);
+    await applyJson(cluster, {
+      ...base,
+      spec: {
+        ...base.spec,
+        containers: (base.spec?.containers ?? []).map((c) => ({
+          ...c,
+          volumeMounts: [{ name: 'data', mountPath: '/data' }],
+        })),
+        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'stats-claim' } }],
+      },
+    } satisfies Pod);
+    await waitForPod(cluster, 'default', 'claimed', 'running', isRunningAndReady, 90_000);
+    const series = (name: string) =>
+      `kubelet_volume_stats_${name}{namespace="default",persistentvolumeclaim="stats-claim"}`;
+    const text = await eventually(
+      'the claim in kubelet_volume_stats_*',
+      async () => {
+        const t = await scrape();
+        return sample(t, series('capacity_bytes')) > 0 ? t : undefined;
+      },
+      30_000,
+      500,
+    );
+    // statfs of the filesystem holding the local path.
+    assert.ok(sample(text, series('used_bytes')) > 0);
+    assert.ok(sample(text, series('available_bytes')) > 0);
+    assert.ok(sample(text, series('inodes')) > 0);
+    assert.ok(sample(text, series('inodes_used')) > 0);
+    assert.ok(sample(text, series('inodes_free')) > 0);
+    assert.match(
+      text,
+      /^kubelet_volume_metric_collection_duration_seconds_count\{metric_source="statfs"\} [1-9]/m,
+    );
+    const summary = JSON.parse(
+      await cluster.kubectl([
+        'get',
+        '--raw',
+        `/api/v1/nodes/${berth.nodeName}/proxy/stats/summary`,
+      ]),
+    ) as Summary;
+    const pod = summary.pods.find((p) => p.podRef.name === 'claimed');
+    assert.deepEqual(
+      pod?.volume?.map((v) => [v.name, v.pvcRef]),
+      [['data', { name: 'stats-claim', namespace: 'default' }]],
+    );
+    // Unmounted by berth before the node stops (no mount left behind).
+    await cluster.kubectl(['delete', 'pod', 'claimed', '--wait=true', '--timeout=60s']);
   });
 });
