@@ -142,6 +142,7 @@ async function withDeadline<T>(
   what: string,
   fn: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
+  parent.throwIfAborted();
   const ac = new AbortController();
   const onAbort = (): void => {
     ac.abort(parent.reason);
@@ -276,7 +277,15 @@ export class VolumeStatsCollector {
 
   async #measurePod(pod: Pod, state: PodState, signal: AbortSignal): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
-    const targets = await this.#targets(pod, signal);
+    const timeoutMs = this.#o.timeoutMs ?? DEFAULT_VOLUME_STATS_TIMEOUT_MS;
+    // Listing reads the pod's claims from the API: bounded like a measurement.
+    const targets = await withDeadline(
+      this.#o.clock,
+      signal,
+      timeoutMs,
+      `the volumes of pod ${this.#podFields(pod).pod}`,
+      (s) => this.#targets(pod, s),
+    );
     state.failing.delete('');
     // Upstream stores nothing for a pod without mounted volumes (ListVolumesForPod: not found).
     if (targets.length === 0) return;
