@@ -40,6 +40,27 @@ describe('generatePodStatus', () => {
     assert.equal(s.qosClass, 'BestEffort');
   });
 
+  test("hostNetwork: the node's IPs are the pod's, as upstream (the sandbox has none)", () => {
+    const p = pod('Always');
+    const hostNet: Pod = {
+      ...p,
+      spec: { ...p.spec, containers: p.spec?.containers ?? [], hostNetwork: true },
+    };
+    const rt = runtime([container('main', 'running')]);
+    const noIp = { ...rt, sandboxes: rt.sandboxes.map((sb) => ({ ...sb, ip: '', ips: [] })) };
+    const s = generatePodStatus({
+      pod: hostNet,
+      runtime: noIp,
+      waiting: new Map(),
+      runtimeName: 'containerd',
+      hostIPs: ['192.0.2.7'],
+      now: NOW,
+    });
+    assert.equal(s.podIP, '192.0.2.7');
+    assert.deepEqual(s.podIPs, [{ ip: '192.0.2.7' }]);
+    assert.equal(s.hostIP, '192.0.2.7');
+  });
+
   test('running: Running, Ready, container ID with the runtime name, startedAt', () => {
     const s = status(pod('Always'), [container('main', 'running')]);
     assert.equal(s.phase, 'Running');

@@ -254,7 +254,12 @@ export function generatePodStatus(input: StatusInput): PodStatus {
       lastTransitionTime: previous.startTime ?? now,
     });
   }
-  const ips = sandbox?.ips ?? [];
+  // Upstream: a hostNetwork pod's sandbox has no IP of its own; it inherits the node's
+  // (the kube-apiserver and etcd static pods, kube-proxy).
+  const ips =
+    (sandbox?.ips ?? []).length === 0 && pod.spec?.hostNetwork === true
+      ? input.hostIPs
+      : (sandbox?.ips ?? []);
   const generation = observedGeneration(pod, previous);
   return {
     phase,
