@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Go components (Kubernetes, etcd, containerd 2.x, metrics-server) from the
-# Go module proxy into $BERTH_CACHE/bin/<component>-<version>/. A component whose cache
-# directory holds a .complete marker is not rebuilt; binaries added to a component's
-# list later (kube-proxy, kubeadm) are built alone into the existing directory.
-#   hack/build-go.sh [kubernetes|etcd|containerd|metrics-server ...]   (default: all)
+# Builds the Go components (Kubernetes, etcd, containerd 2.x, metrics-server, the CSI test
+# components) from the Go module proxy into $BERTH_CACHE/bin/<component>-<version>/.
+# A component whose cache directory holds a .complete marker is not rebuilt; binaries
+# added to a component's list later (kube-proxy, kubeadm) are built alone into the existing directory.
+#   hack/build-go.sh [kubernetes|etcd|containerd|metrics-server|csi ...]   (default: all)
 . "$(dirname "$0")/lib.sh"
 
 command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the build modules need it)."
@@ -90,11 +90,43 @@ build_metrics_server() {
     sigs.k8s.io/metrics-server/cmd/metrics-server
 }
 
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd containerd kubernetes metrics-server)
+# The key of a module of berth's own code: its sources' hash, so an edit rebuilds it.
+# test/harness/csi.ts computes the same (sha256sum over the files, sorted, then of that).
+source_key() {
+  (cd "$1" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) | LC_ALL=C sort \
+    | xargs sha256sum | sha256sum | cut -c1-12)
+}
+
+# The CSI components berth's end-to-end tests run (test/harness/csi.ts): the provisioner and
+# attacher sidecars, upstream's CSI mock driver with a main of ours, and a stand-in for
+# node-driver-registrar (hack/go/csi-*).
+build_csi() {
+  local name var version pkg
+  for name in provisioner attacher; do
+    var="CSI_${name^^}_VERSION"; version=${!var}
+    case $name in
+      provisioner) pkg=github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner ;;
+      attacher) pkg=github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher ;;
+    esac
+    grep -q "^require ${pkg%/cmd/*} $version\b" "$BERTH_ROOT/hack/go/csi-$name/go.mod" \
+      || die "hack/go/csi-$name/go.mod does not pin ${pkg%/cmd/*} $version ($var in versions.env)"
+    # The sidecars print main.version at start (their Makefiles set it).
+    LDFLAGS="-s -w -X main.version=$version"
+    build_module "csi-$name" "$version" "$BERTH_ROOT/hack/go/csi-$name" "" "$pkg"
+  done
+  grep -q "^\sk8s.io/kubernetes $KUBERNETES_VERSION\b" "$BERTH_ROOT/hack/go/csi-mock/go.mod" \
+    || die "hack/go/csi-mock/go.mod does not require k8s.io/kubernetes $KUBERNETES_VERSION (versions.env)"
+  LDFLAGS="-s -w"
+  build_module csi-mock "$KUBERNETES_VERSION-$(source_key "$BERTH_ROOT/hack/go/csi-mock")" \
+    "$BERTH_ROOT/hack/go/csi-mock" "" ./cmd/csi-mock ./cmd/csi-registrar
+}
+
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd containerd kubernetes metrics-server csi)
 for t in "${targets[@]}"; do
   case $t in
     kubernetes|etcd|containerd) "build_$t" ;;
     metrics-server) build_metrics_server ;;
-    *) die "unknown component '$t' (expected kubernetes, etcd, containerd or metrics-server)" ;;
+    csi) build_csi ;;
+    *) die "unknown component '$t' (expected kubernetes, etcd, containerd, metrics-server or csi)" ;;
   esac
 done

@@ -4,7 +4,8 @@
 #   1. Debian packages (runtime, registry, CNI, toolchain bits)
 #   2. Go >= 1.26 (the machine's, else the official toolchain from the Go module proxy)
 #   3. Node 24 via npm (the `node` package pinned in package.json), npm ci
-#   4. Kubernetes, etcd, containerd 2.x from the Go module proxy (hack/build-go.sh)
+#   4. Kubernetes, etcd, containerd 2.x, metrics-server and the CSI test components
+#      (sidecars, mock driver, registrar) from the Go module proxy (hack/build-go.sh)
 #   5. The test images (hack/images/build.ts)
 #   6. berth's sources with types stripped, for bin/berth (hack/build-js.ts)
 . "$(dirname "$0")/lib.sh"
