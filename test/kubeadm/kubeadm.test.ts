@@ -70,7 +70,12 @@ interface Pod {
     annotations?: Record<string, string>;
     ownerReferences?: { kind: string; name: string }[];
   };
-  status: { phase?: string; conditions?: { type: string; status: string }[] };
+  status: {
+    phase?: string;
+    podIP?: string;
+    hostIP?: string;
+    conditions?: { type: string; status: string }[];
+  };
 }
 
 describe('kubeadm init with berth as the kubelet', { timeout: 900_000 }, () => {
@@ -282,6 +287,9 @@ describe('kubeadm init with berth as the kubelet', { timeout: 900_000 }, () => {
     for (const c of CONTROL_PLANE) {
       const pod = (await pods()).find((p) => p.metadata.name === `${c}-${NODE_NAME}`);
       assert.equal(pod?.metadata.annotations?.['kubernetes.io/config.source'], 'file', c);
+      // hostNetwork: the pod's IP is the node's.
+      assert.ok(pod.status.hostIP !== undefined && pod.status.hostIP !== '', c);
+      assert.equal(pod.status.podIP, pod.status.hostIP, c);
       assert.deepEqual(
         pod?.metadata.ownerReferences?.map((o) => `${o.kind}/${o.name}`),
         [`Node/${NODE_NAME}`],
