@@ -31,6 +31,8 @@ interface Entry {
   sent: string | undefined;
   /** The UID of the API object `sent` describes (a static pod's: its mirror's). */
   sentTo: string;
+  /** The status last written, whose resize conditions a later write may have to delete. */
+  lastSent?: PodStatus;
   writing: boolean;
 }
 
@@ -181,12 +183,22 @@ export class StatusManager {
       const updated = await this.#o.client.patch<Pod>(
         inNamespace(PODS, meta.namespace ?? 'default'),
         meta.name ?? '',
-        { metadata: { uid: target }, status: statusPatch(status, entry.pod.status) },
+        {
+          metadata: { uid: target },
+          // The API's copy may be older than what berth wrote last: both are "before".
+          status: statusPatch(status, {
+            conditions: [
+              ...(entry.pod.status?.conditions ?? []),
+              ...(entry.lastSent?.conditions ?? []),
+            ],
+          }),
+        },
         'strategic',
         { subresource: 'status' },
       );
       entry.sent = fingerprint(status);
       entry.sentTo = target;
+      entry.lastSent = status;
       // A mirror pod is not the pod berth runs: keep the static pod.
       if (target === uid) entry.pod = updated;
       log.debug('Status for pod updated successfully', { phase: status.phase });
