@@ -19,6 +19,7 @@ import {
   applyJson,
   busyboxPod,
   getJson,
+  getPod,
   isRunningAndReady,
   waitForPod,
 } from '../harness/kube-helpers.ts';
@@ -49,7 +50,7 @@ describe('in-place pod resize on berth', () => {
     return { ...base, spec: { ...base.spec, containers, ...extra } };
   };
   const running = (name: string): Promise<Pod> =>
-    waitForPod(cluster, 'default', name, 'Running and Ready', isRunningAndReady, 90_000);
+    waitFor(name, 'Running and Ready', isRunningAndReady);
 
   /** kubectl patch --subresource resize with a strategic merge of the named containers. */
   const resize = (name: string, patch: object): Promise<string> =>
@@ -93,17 +94,43 @@ describe('in-place pod resize on berth', () => {
     readNumber(join(containerCgroup(p, name, 'memory'), 'memory.limit_in_bytes'));
 
   /** Waits until the resize of generation `generation` is done (no resize condition left). */
+  /** waitForPod, failing with what the pod and berth said, so a failure reads without the cluster. */
+  const waitFor = async (
+    name: string,
+    what: string,
+    ok: (p: Pod) => boolean,
+    timeoutMs = 90_000,
+  ): Promise<Pod> => {
+    try {
+      return await waitForPod(cluster, 'default', name, what, ok, timeoutMs);
+    } catch (err) {
+      const p = await getPod(cluster, 'default', name);
+      const log = await readFile(berth.logFile, 'utf8').catch(() => '');
+      const lines = log
+        .split('\n')
+        .filter((l) => /resiz|allocat|Container resources|admission/i.test(l))
+        .slice(-15);
+      const statuses = [
+        ...(p?.status?.containerStatuses ?? []),
+        ...(p?.status?.initContainerStatuses ?? []),
+      ].map((s) => [s.name, s.restartCount, s.resources, s.allocatedResources]);
+      throw new Error(
+        `${(err as Error).message}\nphase: ${p?.status?.phase ?? ''} ${p?.status?.reason ?? ''}\n` +
+          `conditions: ${JSON.stringify(p?.status?.conditions)}\n` +
+          `statuses: ${JSON.stringify(statuses)}\nberth: ${lines.join('\n')}`,
+        { cause: err },
+      );
+    }
+  };
+  /** Waits until a resize is done: `ok`, and no resize condition left. */
   const resized = (name: string, what: string, ok: (p: Pod) => boolean): Promise<Pod> =>
-    waitForPod(
-      cluster,
-      'default',
+    waitFor(
       name,
       what,
       (p) =>
         ok(p) &&
         cond(p, 'PodResizeInProgress') === undefined &&
         cond(p, 'PodResizePending') === undefined,
-      90_000,
     );
 
   before(async () => {
@@ -237,9 +264,7 @@ describe('in-place pod resize on berth', () => {
     // The 48 MiB file in /dev/shm is charged to the container's memory cgroup.
     await new Promise((r) => setTimeout(r, 2000));
     await resize('below', { containers: [{ name: 'hog', resources: guaranteed('100m', '32Mi') }] });
-    const stuck = await waitForPod(
-      cluster,
-      'default',
+    const stuck = await waitFor(
       'below',
       'PodResizeInProgress with reason Error',
       (p) => cond(p, 'PodResizeInProgress')?.reason === 'Error',
@@ -292,9 +317,7 @@ describe('in-place pod resize on berth', () => {
     await running('hog');
     const first = await running('grow');
     await resize('grow', { containers: [{ name: 'c', resources: guaranteed('600m', '32Mi') }] });
-    const deferred = await waitForPod(
-      cluster,
-      'default',
+    const deferred = await waitFor(
       'grow',
       'PodResizePending Deferred',
       (p) => cond(p, 'PodResizePending')?.reason === 'Deferred',
