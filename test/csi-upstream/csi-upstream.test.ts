@@ -18,7 +18,14 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import { startBerth } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import { startCsi, type Csi, type CsiCall } from '../harness/csi.ts';
-import { applyJson, busyboxPod, eventually, getJson, waitForPod } from '../harness/kube-helpers.ts';
+import {
+  applyJson,
+  busyboxPod,
+  eventually,
+  getJson,
+  podEvents,
+  waitForPod,
+} from '../harness/kube-helpers.ts';
 import { startUpstreamKubelet } from '../harness/upstream-kubelet.ts';
 
 const AGENT = process.env['CSI_NODE_AGENT'] ?? 'upstream';
@@ -87,6 +94,59 @@ async function startAgent(cluster: Cluster): Promise<NodeAgent> {
 const ok = (method: string) => (c: CsiCall) => c.method === method && c.error === '';
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
+/** A PVC of the mock's StorageClass; resolves to its PV's name and volume handle once Bound. */
+async function boundClaim(
+  cluster: Cluster,
+  csi: Csi,
+  name: string,
+): Promise<{ pvName: string; handle: string }> {
+  await applyJson(cluster, {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name, namespace: NS },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      storageClassName: csi.storageClassName,
+      resources: { requests: { storage: '1Gi' } },
+    },
+  });
+  const pvName = await eventually(
+    `PVC ${name} Bound`,
+    async () => {
+      const pvc = await getJson<{ status?: { phase?: string }; spec?: { volumeName?: string } }>(
+        cluster,
+        ['-n', NS, 'get', 'pvc', name],
+      );
+      return pvc?.status?.phase === 'Bound' ? pvc.spec?.volumeName : undefined;
+    },
+    60_000,
+  );
+  const pv = await getJson<PvView>(cluster, ['get', 'pv', pvName]);
+  assert.equal(pv?.spec?.csi?.driver, csi.driverName);
+  const handle = pv.spec.csi.volumeHandle ?? '';
+  assert.notEqual(handle, '');
+  return { pvName, handle };
+}
+
+/** A busybox pod on the node with claim `claim` mounted at /data. */
+function podWithClaim(cluster: Cluster, name: string, claim: string, script: string): Pod {
+  const pod: Pod = busyboxPod(cluster, name, NODE, {
+    command: ['sh', '-c', script],
+    extraSpec: { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: claim } }] },
+  });
+  const main = pod.spec?.containers[0];
+  assert.ok(main !== undefined);
+  return {
+    ...pod,
+    spec: {
+      ...pod.spec,
+      containers: [{ ...main, volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+    },
+  };
+}
+
+const isRunning = (p: Pod): boolean => p.status?.phase === 'Running';
+
 describe(`CSI with real components against the ${AGENT} node agent`, () => {
   let cluster: Cluster;
   let agent: NodeAgent;
@@ -142,56 +202,12 @@ describe(`CSI with real components against the ${AGENT} node agent`, () => {
   });
 
   test('a PVC is provisioned, attached, staged and published for a pod, and cleaned up after it', async () => {
-    await applyJson(cluster, {
-      apiVersion: 'v1',
-      kind: 'PersistentVolumeClaim',
-      metadata: { name: 'data', namespace: NS },
-      spec: {
-        accessModes: ['ReadWriteOnce'],
-        storageClassName: csi.storageClassName,
-        resources: { requests: { storage: '1Gi' } },
-      },
-    });
-    const pvName = await eventually(
-      'PVC data Bound',
-      async () => {
-        const pvc = await getJson<{ status?: { phase?: string }; spec?: { volumeName?: string } }>(
-          cluster,
-          ['-n', NS, 'get', 'pvc', 'data'],
-        );
-        return pvc?.status?.phase === 'Bound' ? pvc.spec?.volumeName : undefined;
-      },
-      60_000,
-    );
-    const pv = await getJson<PvView>(cluster, ['get', 'pv', pvName]);
-    const handle = pv?.spec?.csi?.volumeHandle ?? '';
-    assert.equal(pv?.spec?.csi?.driver, csi.driverName);
-    assert.notEqual(handle, '');
-
-    const pod: Pod = busyboxPod(cluster, 'writer', NODE, {
-      command: ['sh', '-c', 'echo hello > /data/file && sleep 3600'],
-      extraSpec: {
-        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }],
-      },
-    });
-    const main = pod.spec?.containers[0];
-    assert.ok(main !== undefined);
-    const withMount: Pod = {
-      ...pod,
-      spec: {
-        ...pod.spec,
-        containers: [{ ...main, volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
-      },
-    };
-    await applyJson(cluster, withMount);
-    const running = await waitForPod(
+    const { pvName, handle } = await boundClaim(cluster, csi, 'data');
+    await applyJson(
       cluster,
-      NS,
-      'writer',
-      'Running',
-      (p) => p.status?.phase === 'Running',
-      120_000,
+      podWithClaim(cluster, 'writer', 'data', 'echo hello > /data/file && sleep 3600'),
     );
+    const running = await waitForPod(cluster, NS, 'writer', 'Running', isRunning, 120_000);
     const uid = running.metadata?.uid ?? '';
 
     const csiDir = join(agent.rootDir, 'plugins', 'kubernetes.io', 'csi', csi.driverName);
@@ -296,5 +312,87 @@ describe(`CSI with real components against the ${AGENT} node agent`, () => {
       })),
       detachCall: detach.request,
     };
+  });
+
+  test('a failing NodePublishVolume is a FailedMount, retried; a killed driver comes back with its volumes', async () => {
+    await boundClaim(cluster, csi, 'faulty');
+    await csi.setFaults({ NodePublishVolume: { code: 'Unavailable', message: 'injected: busy' } });
+    await applyJson(cluster, podWithClaim(cluster, 'faulty', 'faulty', 'sleep 3600'));
+    const failed = await eventually(
+      'a FailedMount event',
+      async () => (await podEvents(cluster, NS, 'faulty')).find((e) => e.reason === 'FailedMount'),
+      120_000,
+    );
+    assert.match(failed.message, /code = Unavailable desc = injected: busy/);
+    await csi.setFaults({});
+    await waitForPod(cluster, NS, 'faulty', 'Running once the fault is gone', isRunning, 180_000);
+    const publishes = (await csi.calls()).filter((c) => c.method === 'NodePublishVolume');
+    assert.ok(publishes.some((c) => c.error === ''));
+
+    // SIGKILL leaves the socket behind, as a crash would; the driver's state file brings its
+    // volumes back, so the node agent can still unpublish and unstage.
+    await csi.stopDriver({ kill: true });
+    await csi.startDriver();
+    await cluster.kubectl(['-n', NS, 'delete', 'pod', 'faulty', '--wait=true', '--timeout=120s']);
+    const restarted = (c: CsiCall): boolean => c.generation > 1;
+    await csi.waitForCall(
+      'NodeUnpublishVolume after the restart',
+      (c) => ok('NodeUnpublishVolume')(c) && restarted(c),
+      {
+        timeoutMs: 120_000,
+      },
+    );
+    await csi.waitForCall(
+      'NodeUnstageVolume after the restart',
+      (c) => ok('NodeUnstageVolume')(c) && restarted(c),
+      {
+        timeoutMs: 120_000,
+      },
+    );
+    await csi.waitForCall(
+      'ControllerUnpublishVolume after the restart',
+      (c) => ok('ControllerUnpublishVolume')(c) && restarted(c),
+      { timeoutMs: 120_000 },
+    );
+    await cluster.kubectl(['-n', NS, 'delete', 'pvc', 'faulty', '--wait=true', '--timeout=60s']);
+    reference['fault'] = {
+      failedMountEvent: failed,
+      nodePublishCalls: publishes.map((c) => ({ error: c.error, code: c.code })),
+    };
+  });
+
+  test('the driver deregisters when its registration socket goes, and registers again', async () => {
+    const listed = async (): Promise<boolean | undefined> => {
+      const node = await getJson<CsiNodeView>(cluster, ['get', 'csinode', NODE]);
+      return node === undefined
+        ? undefined
+        : (node.spec?.drivers ?? []).some((d) => d.name === csi.driverName);
+    };
+    const calls = (await csi.calls()).length;
+    await csi.stopRegistrar();
+    await eventually(
+      'CSINode without the driver',
+      async () => ((await listed()) === false ? true : undefined),
+      30_000,
+    );
+    const node = await getJson<NodeView>(cluster, ['get', 'node', NODE]);
+    const annotation = node?.metadata?.annotations?.['csi.volume.kubernetes.io/nodeid'];
+    await csi.startRegistrar();
+    await eventually(
+      'CSINode with the driver again',
+      async () => ((await listed()) === true ? true : undefined),
+      30_000,
+    );
+    reference['reregistration'] = {
+      nodeIdAnnotationAfterDeregistration: annotation ?? null,
+      driverCallsAround: (await csi.calls()).slice(calls).map((c) => c.method),
+    };
+  });
+
+  test('nothing is left behind', async () => {
+    await csi.stop();
+    await agent.stop();
+    await cluster.stop();
+    assert.deepEqual(await cluster.leaks(), []);
   });
 });
