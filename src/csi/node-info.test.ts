@@ -68,6 +68,26 @@ describe('KubeCsiNodeInfoManager', () => {
     assert.deepEqual(c.spec.drivers, []);
   });
 
+  test('a CSINode whose driver list the API serves as null is read as empty', async () => {
+    await kube.create<CSINode>(CSINODES, {
+      metadata: {
+        name: 'n1',
+        ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: 'n1', uid }],
+      },
+      spec: { drivers: null as unknown as [] },
+    });
+    await nim.installDriver('a.csi', 'node-a', 0, {}, signal);
+    assert.deepEqual(
+      (await csiNode()).spec.drivers.map((d) => d.name),
+      ['a.csi'],
+    );
+    await kube.update<CSINode>(CSINODES, 'n1', {
+      ...(await csiNode()),
+      spec: { drivers: null as unknown as [] },
+    });
+    await nim.uninstallDriver('a.csi', signal);
+  });
+
   test('installDriver writes the CSINode driver, the nodeid annotation and topology labels', async () => {
     await nim.installDriver('b.csi', 'node-b', 0, {}, signal);
     await nim.installDriver(

@@ -74,6 +74,11 @@ function marshalSorted(map: Record<string, string>): string {
   return JSON.stringify(sorted);
 }
 
+/** The API serves an empty driver list as null (a Go nil slice without omitempty). */
+function driversOf(csiNode: CSINode): CSINodeDriver[] {
+  return (csiNode.spec as Partial<CSINode['spec']> | undefined)?.drivers ?? [];
+}
+
 function sameKeys(a: readonly string[] | undefined, b: readonly string[]): boolean {
   const left = new Set(a ?? []);
   return left.size === new Set(b).size && b.every((k) => left.has(k));
@@ -197,7 +202,7 @@ export class KubeCsiNodeInfoManager implements CsiNodeInfoManager {
             if (isNotFound(err)) return;
             throw err;
           }
-          const drivers = csiNode.spec.drivers;
+          const drivers = driversOf(csiNode);
           if (!drivers.some((d) => d.name === driverName)) return;
           await this.#o.client.update<CSINode>(
             CSINODES,
@@ -311,7 +316,8 @@ export class KubeCsiNodeInfoManager implements CsiNodeInfoManager {
   ): Promise<void> {
     const csiNode = await this.#ownedCsiNode(signal);
     const topologyKeys = Object.keys(topology).sort();
-    const existing = csiNode.spec.drivers.find((d) => d.name === driverName);
+    const current = driversOf(csiNode);
+    const existing = current.find((d) => d.name === driverName);
     const count = Math.min(maxVolumesPerNode, MAX_INT32);
     const keepCount =
       maxVolumesPerNode <= 0
@@ -344,7 +350,7 @@ export class KubeCsiNodeInfoManager implements CsiNodeInfoManager {
         ...csiNode,
         spec: {
           ...csiNode.spec,
-          drivers: [...csiNode.spec.drivers.filter((d) => d.name !== driverName), driver],
+          drivers: [...current.filter((d) => d.name !== driverName), driver],
         },
       },
       { signal },
