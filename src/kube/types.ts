@@ -125,6 +125,9 @@ export class KubeApiError extends BerthError {
 export function isNotFound(err: unknown): boolean {
   return err instanceof KubeApiError && err.reason === 'NotFound';
 }
+export function isForbidden(err: unknown): boolean {
+  return err instanceof KubeApiError && err.reason === 'Forbidden';
+}
 export function isConflict(err: unknown): boolean {
   return err instanceof KubeApiError && err.reason === 'Conflict';
 }

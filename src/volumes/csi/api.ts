@@ -4,12 +4,14 @@
  * VolumeAttachment the attach-detach controller creates and the driver's external
  * attacher marks attached, and the secrets a PV or inline volume names.
  */
-import type { Secret } from 'kubernetes-types/core/v1.js';
+import type { Node, Secret } from 'kubernetes-types/core/v1.js';
 import type { CSIDriver, VolumeAttachment } from 'kubernetes-types/storage/v1.js';
 import {
   CSIDRIVERS,
   inNamespace,
+  isForbidden,
   isNotFound,
+  NODES,
   SECRETS,
   VOLUMEATTACHMENTS,
   type KubeClient,
@@ -83,7 +85,11 @@ export function checkLifecycleMode(policy: DriverPolicy, driver: string, mode: s
 export interface AttachmentWait {
   readonly kube: KubeClient;
   readonly clock: Clock;
+  /** The VolumeAttachment's name (csi-<sha256>). */
   readonly name: string;
+  readonly nodeName: string;
+  /** kubernetes.io/csi/<driver>^<handle>, as node.status.volumesAttached names it. */
+  readonly uniqueName: string;
   readonly driver: string;
   readonly volumeHandle: string;
   /** Upstream's podAttachAndMountTimeout: 2 min 3 s. */
@@ -92,9 +98,13 @@ export interface AttachmentWait {
 }
 
 /**
- * Waits until the VolumeAttachment says attached and returns its attachmentMetadata
- * (NodeStage/NodePublish's publish context). An attach error on the object, or the
- * timeout, ends the wait with upstream's wording; the pod sync retries later.
+ * Waits as upstream's VerifyControllerAttachedVolume does: until the attach-detach
+ * controller lists the volume in node.status.volumesAttached (the Node authorizer lets a
+ * node read a VolumeAttachment only once one names it, so polling the attachment itself
+ * would be refused until then), then returns the attachment's attachmentMetadata
+ * (NodeStage/NodePublish's publish context). An attach error recorded on the
+ * attachment, or the timeout, ends the wait with upstream's wording; the pod sync
+ * retries later.
  */
 export async function waitForAttachment(w: AttachmentWait): Promise<Record<string, string>> {
   const deadline = w.clock.now() + w.timeoutMs;
@@ -102,24 +112,27 @@ export async function waitForAttachment(w: AttachmentWait): Promise<Record<strin
   let delay = 250;
   for (;;) {
     w.signal.throwIfAborted();
-    let va: VolumeAttachment | undefined;
-    try {
-      va = await w.kube.get<VolumeAttachment>(VOLUMEATTACHMENTS, w.name, { signal: w.signal });
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
+    const node = await w.kube.get<Node>(NODES, w.nodeName, { signal: w.signal });
+    const listed = (node.status?.volumesAttached ?? []).some((v) => v.name === w.uniqueName);
+    const va = await w.kube
+      .get<VolumeAttachment>(VOLUMEATTACHMENTS, w.name, { signal: w.signal })
+      .catch((err: unknown) => {
+        // Not there yet, or not yet related to this node by the Node authorizer.
+        if (isNotFound(err) || isForbidden(err)) return undefined;
+        throw err;
+      });
+    if (va?.metadata?.deletionTimestamp != null) {
+      throw new VolumeError('BERTH_VOLUME_CSI', `volume attachment ${w.name} is being deleted`);
     }
-    if (va !== undefined) {
-      if (va.metadata?.deletionTimestamp != null) {
-        throw new VolumeError('BERTH_VOLUME_CSI', `volume attachment ${w.name} is being deleted`);
-      }
-      if (va.status?.attached === true) return { ...(va.status.attachmentMetadata ?? {}) };
-      const attachError = va.status?.attachError?.message;
-      if (attachError !== undefined && attachError !== '') {
-        throw new VolumeError(
-          'BERTH_VOLUME_CSI',
-          `volume attachment ${w.name} failed: ${attachError}`,
-        );
-      }
+    if (listed && va?.status?.attached === true) {
+      return { ...(va.status.attachmentMetadata ?? {}) };
+    }
+    const attachError = va?.status?.attachError?.message;
+    if (attachError !== undefined && attachError !== '') {
+      throw new VolumeError(
+        'BERTH_VOLUME_CSI',
+        `volume attachment ${w.name} failed: ${attachError}`,
+      );
     }
     const left = deadline - w.clock.now();
     if (left <= 0) {

@@ -17,6 +17,7 @@ import { FakeKubeClient } from '../../kube/fake-client.ts';
 import {
   CSIDRIVERS,
   inNamespace,
+  NODES,
   PERSISTENTVOLUMECLAIMS,
   PERSISTENTVOLUMES,
   VOLUMEATTACHMENTS,
@@ -119,6 +120,10 @@ describe('CSI volumes through the volume manager', () => {
   }
 
   async function attached(meta: Record<string, string> = { dev: '/dev/x' }): Promise<void> {
+    await kube.create<Node>(NODES, {
+      metadata: { name: NODE },
+      status: { volumesAttached: [{ name: uniqueVolumeName(DRIVER, HANDLE), devicePath: '' }] },
+    });
     await kube.create<VolumeAttachment>(VOLUMEATTACHMENTS, {
       metadata: { name: attachmentName(HANDLE, DRIVER, NODE) },
       spec: { attacher: DRIVER, nodeName: NODE, source: { persistentVolumeName: 'pv-1' } },
@@ -217,6 +222,7 @@ describe('CSI volumes through the volume manager', () => {
   });
 
   it('waits for the attachment and reports an attach error in upstream words', async () => {
+    await kube.create(NODES, { metadata: { name: NODE } });
     await claim('data', 'Bound');
     await csiPv();
     await kube.create<VolumeAttachment>(VOLUMEATTACHMENTS, {
@@ -236,6 +242,7 @@ describe('CSI volumes through the volume manager', () => {
   });
 
   it('times out waiting for an attachment that never comes', async () => {
+    await kube.create(NODES, { metadata: { name: NODE } });
     await claim('data', 'Bound');
     await csiPv();
     const done = manager()

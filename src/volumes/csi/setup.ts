@@ -119,6 +119,8 @@ export class CsiSetUp {
             kube: this.#o.kube,
             clock: this.#o.clock,
             name: attachmentName(spec.volumeHandle, spec.driver, this.#o.nodeName),
+            nodeName: this.#o.nodeName,
+            uniqueName: uniqueVolumeName(spec.driver, spec.volumeHandle),
             driver: spec.driver,
             volumeHandle: spec.volumeHandle,
             timeoutMs: this.#o.attachTimeoutMs ?? ATTACH_TIMEOUT_MS,
