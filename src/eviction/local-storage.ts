@@ -3,10 +3,9 @@
  * pressure, a pod whose containers together use more than the sum of their
  * ephemeral-storage limits, or a container over its own limit, is evicted at once with
  * upstream's message. Usage is the container's logs, plus its writable layer when that
- * lives on the node filesystem (no dedicated image filesystem).
- *
- * emptyDir sizeLimit needs each volume's usage, which the stats summary does not carry
- * yet (issue #5); it is not enforced.
+ * lives on the node filesystem (no dedicated image filesystem). An emptyDir over its
+ * sizeLimit is checked first, from the volume usage the summary carries (measured every
+ * volumeStatsAggPeriod, so that is how late it can be seen).
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import type { PodStats } from '../stats/types.ts';
@@ -14,7 +13,10 @@ import { parseQuantity } from '../util/quantity.ts';
 import { formatQuantity } from './quantity.ts';
 
 /** Upstream's signals for these evictions (kubelet_evictions labels). */
-export type LocalStorageSignal = 'ephemeralcontainerfs.limit' | 'ephemeralpodfs.limit';
+export type LocalStorageSignal =
+  | 'emptydirfs.limit'
+  | 'ephemeralcontainerfs.limit'
+  | 'ephemeralpodfs.limit';
 
 export interface LocalStorageViolation {
   readonly signal: LocalStorageSignal;
@@ -53,12 +55,35 @@ function podLimit(pod: Pod): { bytes: number; text: string } | undefined {
   };
 }
 
+/**
+ * Upstream's emptyDirLimitEviction: the first emptyDir (in spec order) whose measured
+ * usage is over a positive sizeLimit. Memory-backed ones count too: upstream skips them
+ * only behind an alpha feature gate that is off by default.
+ */
+function emptyDirViolation(pod: Pod, stats: PodStats): LocalStorageViolation | undefined {
+  const used = new Map((stats.volume ?? []).map((v) => [v.name, v.usedBytes ?? 0]));
+  for (const v of pod.spec?.volumes ?? []) {
+    const size = v.emptyDir?.sizeLimit;
+    const usage = used.get(v.name);
+    if (size === undefined || usage === undefined) continue;
+    const limit = parseQuantity(size);
+    if (limit > 0 && usage > limit)
+      return {
+        signal: 'emptydirfs.limit',
+        message: `Usage of EmptyDir volume "${v.name}" exceeds the limit "${quantityText(size)}". `,
+      };
+  }
+  return undefined;
+}
+
 /** The first local-storage limit the pod is over, in upstream's order; undefined: none. */
 export function localStorageViolation(
   pod: Pod,
   stats: PodStats,
   dedicatedImageFs: boolean,
 ): LocalStorageViolation | undefined {
+  const emptyDir = emptyDirViolation(pod, stats);
+  if (emptyDir !== undefined) return emptyDir;
   const total = podLimit(pod);
   const used = stats['ephemeral-storage']?.usedBytes ?? 0;
   if (total !== undefined && used > total.bytes)

@@ -350,4 +350,41 @@ describe('EvictionManager', () => {
       'Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ',
     );
   });
+
+  test('local storage: an emptyDir over its sizeLimit, checked before the container limits', async () => {
+    const h = harness();
+    const limited = pod('limited');
+    if (limited.spec !== undefined)
+      limited.spec.volumes = [
+        { name: 'small', emptyDir: { sizeLimit: '1024Ki' } },
+        { name: 'big', emptyDir: { sizeLimit: '1Gi' } },
+        { name: 'unlimited', emptyDir: {} },
+      ];
+    const c = limited.spec?.containers[0];
+    if (c !== undefined) c.resources = { limits: { 'ephemeral-storage': '1Mi' } };
+    const time = '2026-01-01T00:00:00Z';
+    addPod(h, limited, 1, {
+      volume: [
+        { name: 'unlimited', time, usedBytes: 5 * Gi },
+        { name: 'big', time, usedBytes: 10 * Mi },
+        { name: 'small', time, usedBytes: Mi + 1 },
+      ],
+      containers: [{ name: 'c', startTime: time, logs: { time, usedBytes: 2 * Mi } }],
+    });
+    const within = pod('within');
+    if (within.spec !== undefined)
+      within.spec.volumes = [{ name: 'small', emptyDir: { sizeLimit: '1Mi' } }];
+    addPod(h, within, 1, { volume: [{ name: 'small', time, usedBytes: Mi }] });
+    h.setNode(4 * Gi);
+    const evicted = await h.manager.synchronize(signal);
+    assert.deepEqual(
+      evicted.map((p) => p.metadata?.name),
+      ['limited'],
+    );
+    assert.equal(h.killed[0]?.grace, 1);
+    assert.equal(
+      h.killed[0]?.status.message,
+      'Usage of EmptyDir volume "small" exceeds the limit "1Mi". ',
+    );
+  });
 });
