@@ -57,6 +57,16 @@ describe('allocation checkpoint format', () => {
     assert.equal((JSON.parse(encodeCheckpoint(new Map())) as { data: string }).data, '{}');
   });
 
+  test('a file upstream v1.37.2 wrote (state.NewStateCheckpoint) is read and re-encoded byte for byte', () => {
+    const goWritten =
+      '{"data":"{\\"entries\\":{\\"uid-go\\":{\\"ContainerResources\\":{\\"c\\":{\\"limits\\":{\\"cpu\\":\\"250m\\",\\"memory\\":\\"64Mi\\"}}},\\"PodLevelResources\\":null,\\"EmptyDirVolumeLimits\\":null}}}","checksum":1288406174}';
+    const entries = decodeCheckpoint(goWritten);
+    assert.deepEqual(entries.get('uid-go'), {
+      containerResources: { c: { limits: { cpu: '250m', memory: '64Mi' } } },
+    });
+    assert.equal(encodeCheckpoint(entries), goWritten);
+  });
+
   test('a corrupted file is refused, a valid one round-trips', () => {
     const entries = new Map([
       [
