@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import type {
+  Node,
   PersistentVolume,
   PersistentVolumeClaim,
   Pod,
