@@ -76,4 +76,52 @@ describe('Housekeeping garbage collection', () => {
     assert.deepEqual([...(pruned[1] ?? [])], []);
     assert.equal(backoff.size, 0);
   });
+
+  test("eviction's reclaim removes every dead container of a pod no worker runs", async () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1));
+    const client = new FakeCriClient({ clock });
+    client.addImage(IMAGE, { preloaded: true });
+    const logger = new MemoryLogger();
+    const pleg = new RelistPleg({ runtime: client.runtime, clock, logger, onEvents: () => {} });
+    const { podSandboxId } = await client.runtime.runPodSandbox({
+      config: cri.PodSandboxConfig.fromPartial({
+        metadata: { name: 'done', namespace: 'ns', uid: 'u2', attempt: 0 },
+        labels: { 'io.kubernetes.pod.uid': 'u2' },
+      }),
+    });
+    const { containerId } = await client.runtime.createContainer({
+      podSandboxId,
+      config: cri.ContainerConfig.fromPartial({
+        metadata: { name: 'c', attempt: 0 },
+        labels: { 'io.kubernetes.pod.uid': 'u2', 'io.kubernetes.container.name': 'c' },
+        image: { image: IMAGE },
+      }),
+    });
+    await client.runtime.startContainer({ containerId });
+    await client.runtime.stopContainer({ containerId, timeout: 0 });
+    await pleg.relist();
+    const housekeeping = new Housekeeping({
+      cri: client,
+      pleg,
+      source: { synced: true, pods: () => new Map() },
+      podWorkers: new PodWorkers({
+        syncer: {
+          syncPod: () => Promise.resolve({}),
+          syncTerminatingPod: () => Promise.resolve(),
+          syncTerminatedPod: () => Promise.resolve(),
+        },
+        clock,
+        logger,
+      }),
+      clock,
+      logger,
+    });
+    const ids = async (): Promise<string[]> =>
+      (await client.runtime.listContainers({})).containers.map((c) => c.id);
+    // The periodic pass keeps the newest dead container per name.
+    await housekeeping.garbageCollect(AbortSignal.timeout(10_000));
+    assert.deepEqual(await ids(), [containerId]);
+    await housekeeping.garbageCollect(AbortSignal.timeout(10_000), { allOfTerminatedPods: true });
+    assert.deepEqual(await ids(), []);
+  });
 });

@@ -137,17 +137,30 @@ export class Housekeeping {
   }
 
   /** Dead containers beyond the newest per (pod, container name); old empty sandboxes. */
-  async garbageCollect(signal: AbortSignal): Promise<void> {
-    const { cri: client, pleg } = this.#o;
+  /**
+   * `allOfTerminatedPods`: eviction's node-level reclaim (upstream's
+   * DeleteAllUnusedContainers, evictNonDeletedPods): a pod that has terminated, or that
+   * no worker knows once every source has reported, loses every dead container.
+   */
+  async garbageCollect(
+    signal: AbortSignal,
+    opts: { readonly allOfTerminatedPods?: boolean } = {},
+  ): Promise<void> {
+    const { cri: client, pleg, podWorkers, source } = this.#o;
     let removed = 0;
     for (const uid of pleg.uids()) {
       const snapshot = pleg.get(uid);
+      const state = podWorkers.state(uid);
+      const all =
+        opts.allOfTerminatedPods === true &&
+        source.synced &&
+        (state === undefined || state === 'terminated');
       const seen = new Set<string>();
       for (const c of snapshot.containers) {
         // Containers are newest first: the first dead one per name is kept.
         const name = c.metadata?.name ?? '';
         if (c.state !== CONTAINER_EXITED) continue;
-        if (!seen.has(name)) {
+        if (!all && !seen.has(name)) {
           seen.add(name);
           continue;
         }

@@ -316,7 +316,8 @@ export class Kubelet {
       podWorkers: () => this.podWorkers,
       status: () => this.status,
       memoryCapacity: () => this.nodeStatus.node?.status?.capacity?.['memory'],
-      deleteAllUnusedContainers: (s) => this.#housekeeping.garbageCollect(s),
+      deleteAllUnusedContainers: (s) =>
+        this.#housekeeping.garbageCollect(s, { allOfTerminatedPods: true }),
       volumes: (uid) => this.volumes.stats.podStats(uid),
     });
     this.admission = new AdmissionManager({
