@@ -9,25 +9,26 @@
  *   kube-proxy     the binary plus Debian's iptables (nf_tables backend, as this host's:
  *                  two backends on one host would hide each other's rules) and its
  *                  xtables extensions
- *   etcd           etcd and etcdctl in /usr/local/bin
- *   coredns        /coredns (hack/conformance/build-go.sh coredns)
+ *   etcd           etcd and etcdctl in /usr/local/bin, at kubeadm's DefaultEtcdVersion
+ *                  (hack/go/kubeadm-etcd; the harness's etcd is ETCD_VERSION)
+ *   coredns        /coredns at kubeadm's CoreDNSVersion (hack/go/kubeadm-coredns)
  *   pause          k8s.io/kubernetes build/pause/linux/pause.c, gcc -static
  *
- * Each image's tag must name the version of the binary it holds: a tag kubeadm asks for
- * that the project has no binary of is refused (kubeadm's ClusterConfiguration
- * imageTag fields pick the pinned etcd and CoreDNS instead, test/kubeadm/config.ts).
+ * etcd and CoreDNS are built here, static, from their build modules (the Go module
+ * proxy, pinned by go.sum); the Kubernetes binaries come from the cache. Each image's
+ * tag must name the version of the binary it holds: a tag that the pinned modules or
+ * KUBERNETES_VERSION do not match is refused, naming the module to change.
  *
  *   node hack/images/kubeadm.ts <image reference>...   (prints one JSON line per image)
  */
 import { createHash } from 'node:crypto';
-import { chmod, copyFile, mkdir, mkdtemp, readdir, rm, stat, symlink } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run } from '../../test/harness/exec.ts';
-import { cacheDir, pinnedVersions } from '../../test/harness/binaries.ts';
+import { cacheDir, pinnedVersions, REPO_ROOT } from '../../test/harness/binaries.ts';
 import { writeOciLayout, type ImageConfig } from './oci.ts';
 import { baseFiles, installBinary } from './rootfs.ts';
-import { COREDNS_VERSION } from './conformance.ts';
 
 export interface KubeadmImage {
   /** The reference kubeadm asked for, e.g. registry.k8s.io/kube-apiserver:v1.37.2. */
@@ -64,9 +65,7 @@ function version(key: string): string {
 
 async function mtime(path: string): Promise<string> {
   const s = await stat(path).catch(() => {
-    throw new Error(
-      `Cannot build kubeadm's images: ${path} is missing (run make deps, and hack/conformance/build-go.sh coredns for CoreDNS)`,
-    );
+    throw new Error(`Cannot build kubeadm's images: ${path} is missing (run make deps)`);
   });
   return String(s.mtimeMs);
 }
@@ -114,6 +113,38 @@ async function installIptables(rootfs: string): Promise<void> {
     await installBinary(join(XTABLES_DIR, so), rootfs, join(XTABLES_DIR, so));
 }
 
+/** A build module under hack/go: the version it pins of `module`, and its cache inputs. */
+async function buildModule(
+  name: string,
+  module: string,
+): Promise<{ dir: string; version: string; inputs: string[]; hint: string }> {
+  const dir = join(REPO_ROOT, 'hack/go', name);
+  const goMod = await readFile(join(dir, 'go.mod'), 'utf8');
+  const version = new RegExp(`^\\s*${module.replaceAll('.', '\\.')} (v\\S+)`, 'm').exec(goMod)?.[1];
+  if (version === undefined)
+    throw new Error(`Cannot build kubeadm's images: hack/go/${name}/go.mod pins no ${module}`);
+  const { stdout: goVersion } = await run('go', ['version']);
+  const goSum = createHash('sha256')
+    .update(await readFile(join(dir, 'go.sum')))
+    .digest('hex');
+  return {
+    dir,
+    version,
+    inputs: [goVersion, goSum],
+    hint: `pin it in hack/go/${name} (go get ${module}@<version>)`,
+  };
+}
+
+/** A static build of `pkg` from the build module in `dir` (its modules pinned by go.sum). */
+async function goBuild(dir: string, pkg: string, out: string): Promise<void> {
+  await run('go', ['build', '-trimpath', '-ldflags', '-s -w', '-o', out, pkg], {
+    cwd: dir,
+    env: { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-mod=readonly -buildvcs=false' },
+    // A cold module download and build take minutes on 2 cores.
+    timeoutMs: 1_200_000,
+  });
+}
+
 async function recipeFor(ref: string): Promise<Recipe> {
   const { name, tag } = splitRef(ref);
   const k8s = version('KUBERNETES_VERSION');
@@ -128,36 +159,34 @@ async function recipeFor(ref: string): Promise<Recipe> {
       requireTag(ref, tag, k8s, k8sHint);
       return kubeBinaryRecipe(name, installIptables);
     case 'etcd': {
-      const etcd = version('ETCD_VERSION');
+      const mod = await buildModule('kubeadm-etcd', 'go.etcd.io/etcd/server/v3');
       // registry.k8s.io/etcd tags are "<version>-<image revision>".
-      requireTag(
-        ref,
-        tag,
-        `${etcd.slice(1)}-0`,
-        'set etcd.local.imageTag in the ClusterConfiguration',
-      );
-      const dir = join(cacheDir(), 'bin', `etcd-${etcd}`);
+      requireTag(ref, tag, `${mod.version.slice(1)}-0`, mod.hint);
       return {
-        inputs: [await mtime(join(dir, 'etcd'))],
+        inputs: mod.inputs,
         config: { env: [PATH_ENV] },
         async populate(rootfs) {
           await baseFiles(rootfs);
-          await installBinary(join(dir, 'etcd'), rootfs, '/usr/local/bin/etcd');
-          await installBinary(join(dir, 'etcdctl'), rootfs, '/usr/local/bin/etcdctl');
+          await mkdir(join(rootfs, 'usr/local/bin'), { recursive: true });
+          await goBuild(mod.dir, 'go.etcd.io/etcd/server/v3', join(rootfs, 'usr/local/bin/etcd'));
+          await goBuild(
+            mod.dir,
+            'go.etcd.io/etcd/etcdctl/v3',
+            join(rootfs, 'usr/local/bin/etcdctl'),
+          );
         },
       };
     }
     case 'coredns': {
-      requireTag(ref, tag, COREDNS_VERSION, 'set dns.imageTag in the ClusterConfiguration');
-      const binary = join(cacheDir(), 'bin', `coredns-${COREDNS_VERSION}`, 'coredns');
+      const mod = await buildModule('kubeadm-coredns', 'github.com/coredns/coredns');
+      requireTag(ref, tag, mod.version, mod.hint);
       return {
-        inputs: [await mtime(binary)],
+        inputs: mod.inputs,
         // Root, as upstream's image: kubeadm's Deployment binds :53 with NET_BIND_SERVICE.
         config: { entrypoint: ['/coredns'] },
         async populate(rootfs) {
           await baseFiles(rootfs);
-          await copyFile(binary, join(rootfs, 'coredns'));
-          await chmod(join(rootfs, 'coredns'), 0o755);
+          await goBuild(mod.dir, 'github.com/coredns/coredns', join(rootfs, 'coredns'));
         },
       };
     }

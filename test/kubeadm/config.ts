@@ -13,9 +13,6 @@ export interface KubeadmConfigOptions {
   /** Where the kubelet makes its kubepods cgroups (removed by the test's teardown). */
   readonly cgroupRoot: string;
   readonly podSubnet: string;
-  /** The pinned etcd (without "v") and CoreDNS versions, whose images the test builds. */
-  readonly etcdVersion: string;
-  readonly corednsVersion: string;
   readonly ignorePreflightErrors: readonly string[];
 }
 
@@ -42,13 +39,6 @@ export function kubeadmConfig(o: KubeadmConfigOptions): string {
     `kubernetesVersion: ${o.kubernetesVersion}`,
     'networking:',
     `  serviceSubnet: ${SERVICE_SUBNET}`,
-    // The project pins etcd and CoreDNS (versions.env, hack/conformance/build-go.sh); the
-    // images are built from those binaries, so kubeadm is told their tags.
-    'etcd:',
-    '  local:',
-    `    imageTag: ${o.etcdVersion}-0`,
-    'dns:',
-    `  imageTag: ${o.corednsVersion}`,
     '---',
     'apiVersion: kubelet.config.k8s.io/v1beta1',
     'kind: KubeletConfiguration',

@@ -70,16 +70,17 @@ export async function holdLock(file: string, what: string): Promise<HeldLock> {
   };
 }
 
-/** Moves each existing host path into `backup` (same file system: a rename). */
-export async function saveHostPaths(backup: string): Promise<string[]> {
+/**
+ * Moves each existing host path into `backup`, recording each in `saved` as soon as it
+ * moved, so that a failure half-way still restores what was moved.
+ */
+export async function saveHostPaths(backup: string, saved: string[]): Promise<void> {
   await mkdir(backup, { recursive: true });
-  const saved: string[] = [];
   for (const path of HOST_PATHS) {
     if (!(await exists(path))) continue;
     await run('mv', ['-T', path, join(backup, path.replaceAll('/', '_'))]);
     saved.push(path);
   }
-  return saved;
 }
 
 /** Removes what the test left at the host paths and moves the saved ones back. */

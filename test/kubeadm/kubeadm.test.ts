@@ -21,7 +21,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildKubeadmImages } from '../../hack/images/kubeadm.ts';
-import { COREDNS_VERSION } from '../../hack/images/conformance.ts';
 import { BERTH_LAUNCHER } from '../harness/berth-node.ts';
 import { binaries, cacheDir, pinnedVersions, REPO_ROOT } from '../harness/binaries.ts';
 import { pickSubnetPrefix } from '../harness/cluster.ts';
@@ -82,14 +81,13 @@ describe('kubeadm init with berth as the kubelet', { timeout: 900_000 }, () => {
   const id = randomBytes(3).toString('hex');
   const bin = binaries();
   const k8sVersion = pinnedVersions()['KUBERNETES_VERSION'] ?? '';
-  const etcdVersion = (pinnedVersions()['ETCD_VERSION'] ?? '').replace(/^v/, '');
   const kubeadm = join(cacheDir(), 'bin', `kubernetes-${k8sVersion}`, 'kubeadm');
   const log = (m: string): void => {
     process.stderr.write(`# kubeadm ${id}: ${m}\n`);
   };
   let root = '';
   let backup = '';
-  let saved: string[] = [];
+  const saved: string[] = [];
   let locks: HeldLock[] = [];
   let runtime: Containerd | undefined;
   let berth: ComponentProcess | undefined;
@@ -110,7 +108,7 @@ describe('kubeadm init with berth as the kubelet', { timeout: 900_000 }, () => {
     // Next to the paths it saves, so moving them aside and back is a rename.
     backup = `/var/lib/berth-kubeadm-saved-${id}`;
     const chainsBefore = await kubeChains();
-    saved = await saveHostPaths(backup);
+    await saveHostPaths(backup, saved);
     log(`saved ${saved.join(', ') || 'nothing'}; working in ${root}`);
 
     const subnetPrefix = await pickSubnetPrefix();
@@ -135,8 +133,6 @@ describe('kubeadm init with berth as the kubelet', { timeout: 900_000 }, () => {
         criSocket: state.runtimeSocket,
         cgroupRoot,
         podSubnet: `${subnetPrefix}.0/24`,
-        etcdVersion,
-        corednsVersion: COREDNS_VERSION,
         ignorePreflightErrors: IGNORED_PREFLIGHT,
       }),
     );
@@ -240,6 +236,11 @@ describe('kubeadm init with berth as the kubelet', { timeout: 900_000 }, () => {
   });
 
   after(async () => {
+    // Without both locks nothing was moved aside: the host paths are another run's.
+    if (backup === '') {
+      for (const lock of locks.reverse()) await lock.release();
+      return;
+    }
     if (berth !== undefined) await berth.stop(30_000);
     if (init !== undefined) await init.catch(() => undefined);
     const socket = state?.runtimeSocket;
