@@ -52,7 +52,6 @@ test-csi-upstream: deps
 ## own: it writes /etc/kubernetes, /var/lib/kubelet and /var/lib/etcd, saved and restored around it)
 test-kubeadm: deps
 	@bash hack/build-go.sh kubernetes >/dev/null
-	@bash hack/conformance/build-go.sh coredns >/dev/null
 	@echo "== kubeadm end-to-end test (a control-plane node on berth)"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=900000 'test/kubeadm/**/*.test.ts'
 
