@@ -190,10 +190,17 @@ function mergeConditions(
 /**
  * Node.status.declaredFeatures (NodeDeclaredFeatures, on by default since 1.36): the
  * API server sends WebSocket exec, attach and port-forward straight to a node declaring
- * ExtendWebSocketsToKubelet (server/ws-translate.ts serves them). Upstream also declares
- * features of in-place resize and container restart rules, which berth does not have.
+ * ExtendWebSocketsToKubelet (server/ws-translate.ts serves them), and lets a resize of
+ * a regular init container through to a node declaring
+ * InPlacePodVerticalScalingInitContainers (src/allocation records every init
+ * container's allocation, as upstream). Upstream also declares pod-level resources
+ * resize and container restart rules, which berth does not have: the API server then
+ * refuses such updates for berth's node.
  */
-export const DECLARED_FEATURES: readonly string[] = ['ExtendWebSocketsToKubelet'];
+export const DECLARED_FEATURES: readonly string[] = [
+  'ExtendWebSocketsToKubelet',
+  'InPlacePodVerticalScalingInitContainers',
+];
 
 export function apiTime(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
