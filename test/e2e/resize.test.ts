@@ -5,8 +5,10 @@
  * RestartContainer restarts only its container; a resize that does not fit beside the
  * other pods is Deferred and applied once one leaves; berth killed around a resize
  * finishes it after a restart; a sidecar is resized; a memory limit below use stays in
- * progress with upstream's error. A request beyond the node's allocatable never reaches
- * the kubelet at v1.37: the API server's PodResizeValidator refuses it.
+ * progress with upstream's error; a completed init container's resize is allocated. A
+ * request beyond the node's allocatable never reaches the kubelet at v1.37 (the API
+ * server's PodResizeValidator refuses it), nor does a pod-level resources resize (berth
+ * does not declare InPlacePodLevelResourcesVerticalScaling).
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
@@ -296,6 +298,41 @@ describe('in-place pod resize on berth', () => {
       /quantities must match the regular expression|unable to parse quantity|invalid/i,
     );
     await cluster.kubectl(['delete', 'pod', 'huge', '--wait=true', '--timeout=60s']);
+  });
+
+  test('pod-level resources cannot be resized on berth: the API server refuses (not declared)', async () => {
+    await applyJson(
+      cluster,
+      pod('level', [container('c', { requests: { cpu: '100m', memory: '32Mi' } })], {
+        resources: { limits: { cpu: '200m', memory: '64Mi' } },
+      }),
+    );
+    await running('level');
+    await assert.rejects(
+      resize('level', { resources: { limits: { cpu: '300m', memory: '64Mi' } } }),
+      /requires features InPlacePodLevelResourcesVerticalScaling which are not available on node/,
+    );
+    await cluster.kubectl(['delete', 'pod', 'level', '--wait=true', '--timeout=60s']);
+  });
+
+  test("a completed init container's resize is allocated for its next run", async () => {
+    await applyJson(
+      cluster,
+      pod('init', [container('app', guaranteed('100m', '32Mi'))], {
+        initContainers: [container('setup', guaranteed('100m', '32Mi'), { command: ['true'] })],
+      }),
+    );
+    await running('init');
+    await resize('init', {
+      initContainers: [{ name: 'setup', resources: guaranteed('200m', '32Mi') }],
+    });
+    const p = await resized(
+      'init',
+      'init container allocated at 200m',
+      (x) => statusOf(x, 'setup')?.allocatedResources?.['cpu'] === '200m',
+    );
+    assert.deepEqual(statusOf(p, 'setup')?.resources, guaranteed('200m', '32Mi'));
+    await cluster.kubectl(['delete', 'pod', 'init', '--wait=true', '--timeout=60s']);
   });
 
   test('a resize that does not fit beside another pod is Deferred, then applied once it leaves', async () => {
