@@ -4,11 +4,12 @@
  * disk, and node-condition waits.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
+import type { BerthNode } from '../harness/berth-node.ts';
 import type { Cluster } from '../harness/cluster.ts';
 import { eventually, getJson } from '../harness/kube-helpers.ts';
 
@@ -96,4 +97,16 @@ export async function smallFs(size: string): Promise<SmallFs> {
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The config line after which the eviction tests write their own settings. */
+export const MARK = '# eviction settings (rewritten by the test)';
+
+/** Replaces the settings after MARK in berth's config with `lines`, and restarts berth. */
+export async function restartWith(berth: BerthNode, lines: readonly string[]): Promise<BerthNode> {
+  const config = await readFile(berth.configFile, 'utf8');
+  const at = config.indexOf(MARK);
+  if (at < 0) throw new Error(`${berth.configFile} has no "${MARK}" line`);
+  await writeFile(berth.configFile, [config.slice(0, at) + MARK, ...lines, ''].join('\n'));
+  return berth.restart();
 }
