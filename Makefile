@@ -35,8 +35,9 @@ test-e2e: deps
 	@echo "== end-to-end tests (real control plane, containerd 2.x and 1.6, registry)"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/e2e/**/*.test.ts'
 
-## test-eviction: node-pressure eviction with real memory, PID and disk pressure (a tier of
-## its own: the memory and PID scenarios depend on what the rest of the machine is doing)
+## test-eviction: node-pressure eviction with real memory and PID pressure, disk reclaim and
+## image GC on a loop-mounted filesystem (slow: image GC's 5 min period); the quick
+## eviction scenarios are in make test (test/e2e/eviction-*.test.ts)
 test-eviction: deps
 	@echo "== eviction end-to-end tests (real, bounded pressure)"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/eviction/**/*.test.ts'
