@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct conformance
+.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct bench-eviction conformance
 
 all: test
 
@@ -93,6 +93,10 @@ bench-api: deps
 ## bench-api-paired: the same operations with berth and upstream running at once, each on its own containerd, every measurement alternating (BENCHMARKS.md)
 bench-api-paired: deps
 	@$(NODE) bench/api-paired.ts
+
+## bench-eviction: threshold crossed -> pod Evicted and -> MemoryPressure, berth vs the upstream kubelet on the same memory pressure (BENCHMARKS.md)
+bench-eviction: deps
+	@$(NODE) bench/eviction.ts
 
 ## bench-api-direct: the kubelet API's own answer time (logs, healthz), asked directly with the apiserver's client certificate, berth vs upstream (BENCHMARKS.md)
 bench-api-direct: deps
