@@ -29,6 +29,7 @@ import { KubeletMetrics } from '../metrics/registry.ts';
 import { KUBELET_VERSION, nodeReserved } from '../nodestatus/build.ts';
 import { shutdownPeriods } from '../nodeshutdown/config.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
+import { detectNodeIP } from '../nodestatus/node-ip.ts';
 import { systemClock } from '../util/clock.ts';
 import { createLogger } from '../util/logger.ts';
 import { parseQuantity } from '../util/quantity.ts';
@@ -176,7 +177,15 @@ async function main(argv: readonly string[]): Promise<number> {
   process.once('SIGINT', () => {
     stop('SIGINT');
   });
-  const nodeIPs = config.nodeIPs.length > 0 ? config.nodeIPs : ['127.0.0.1'];
+  // Without --node-ip, upstream's choice (hostname override, DNS, the default route's
+  // interface); loopback only when the host has none of those.
+  const detected =
+    config.nodeIPs.length > 0
+      ? undefined
+      : await detectNodeIP(config.nodeName, config.hostnameOverride);
+  if (config.nodeIPs.length === 0)
+    logger.info('Node IP chosen (no --node-ip)', { nodeIP: detected ?? '127.0.0.1' });
+  const nodeIPs = config.nodeIPs.length > 0 ? config.nodeIPs : [detected ?? '127.0.0.1'];
   const certOptions = {
     config: { ...config, kubeconfig },
     k,
