@@ -57,6 +57,32 @@ function bind<T>(
 
 const orNull = (v: string): string | null => (v === '' ? null : v);
 
+/**
+ * Upstream's ColonSeparatedMultimapStringString (--manifest-url-header): `k:v` pairs
+ * separated by commas, repeatable; a name given again appends its value. The value may
+ * itself hold colons (only the first one splits).
+ */
+function colonMultimapFlag(usage: string): FlagSpec<Readonly<Record<string, readonly string[]>>> {
+  return {
+    usage,
+    typeName: 'colonSeparatedMultimapStringString',
+    parse(text, previous) {
+      const out: Record<string, string[]> = {};
+      for (const [k, v] of Object.entries(previous ?? {})) out[k] = [...v];
+      for (const pair of text.split(',')) {
+        if (pair.trim() === '') continue;
+        const at = pair.indexOf(':');
+        const key = at < 0 ? '' : pair.slice(0, at).trim();
+        if (key === '') {
+          throw new Error(`malformed pair ${JSON.stringify(pair)}, expect string:string`);
+        }
+        (out[key] ??= []).push(pair.slice(at + 1).trim());
+      }
+      return out;
+    },
+  };
+}
+
 /** Throws the reason when `check` finds one: list and map items report this way. */
 function orThrow(why: string | null): void {
   if (why !== null) throw new Error(why);
@@ -230,6 +256,25 @@ export const KUBELET_FLAGS = {
     stringFlag('Directory of static pod manifests, or a single manifest file.'),
     'staticPodPath',
     (c, v) => ({ ...c, staticPodPath: orNull(v) }),
+  ),
+  'manifest-url': bind(
+    stringFlag('URL for accessing additional pod specifications to run.'),
+    'staticPodURL',
+    (c, v) => ({ ...c, staticPodURL: orNull(v) }),
+  ),
+  'manifest-url-header': bind(
+    colonMultimapFlag(
+      "Comma-separated list of HTTP headers to use when accessing the url provided to --manifest-url, e.g. 'a:hello,b:again'; repeatable, values of one name kept in order.",
+    ),
+    'staticPodURLHeader',
+    (c, v) => ({ ...c, staticPodURLHeader: v }),
+  ),
+  'http-check-frequency': bind(
+    durationFlag('How often the static pod URL is read again.', {
+      defaultText: durationDefault(D.httpCheckFrequencyMs),
+    }),
+    'httpCheckFrequency',
+    (c, v) => ({ ...c, httpCheckFrequencyMs: v }),
   ),
   'node-status-update-frequency': bind(
     durationFlag('How often node status is computed (and posted when it changed).', {

@@ -119,6 +119,30 @@ describe('loadConfig', () => {
     assert.ok(!c.warnings.some((w) => w.includes('--v ')), 'the verbosity flag is not deprecated');
   });
 
+  test('reads --manifest-url, repeated --manifest-url-header and --http-check-frequency', async () => {
+    const c = await loadConfig(
+      [
+        '--manifest-url=http://127.0.0.1:8080/pods',
+        '--manifest-url-header=a:hello,b:again,c:world',
+        '--manifest-url-header=b:beautiful,d:x:y',
+        '--http-check-frequency=5s',
+      ],
+      fakes(),
+    );
+    assert.equal(c.kubelet.staticPodURL, 'http://127.0.0.1:8080/pods');
+    assert.deepEqual(c.kubelet.staticPodURLHeader, {
+      a: ['hello'],
+      b: ['again', 'beautiful'],
+      c: ['world'],
+      d: ['x:y'],
+    });
+    assert.equal(c.kubelet.httpCheckFrequencyMs, 5000);
+    await assert.rejects(
+      loadConfig(['--manifest-url-header=nocolon'], fakes()),
+      /expect string:string/,
+    );
+  });
+
   test('reads booleans as --flag and --flag=false, and the verbosity as -v 4 or --v=4', async () => {
     assert.equal(
       (await loadConfig(['--serialize-image-pulls=false'], fakes())).kubelet.serializeImagePulls,
