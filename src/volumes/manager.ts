@@ -39,6 +39,7 @@ export const PLUGIN = {
   projected: 'kubernetes.io~projected',
   hostPath: 'kubernetes.io~host-path',
   local: 'kubernetes.io~local-volume',
+  image: 'kubernetes.io~image',
 } as const;
 
 const CONTENT_PLUGINS: ReadonlySet<string> = new Set([
@@ -176,6 +177,11 @@ export class HostVolumeManager implements VolumeManager {
       if (spec === undefined || this.#csi === undefined) throw noPlugin(v, kind);
       return this.#csi.setUp(pod, this.podDir(uid), spec, signal);
     }
+    if (kind === 'image') {
+      // As upstream's image plugin, a stub: nothing on the host; the runtime mounts the
+      // image (kuberuntime/image-volumes.ts builds those container mounts).
+      return { name: v.name, hostPath: '', readOnly: true, plugin: PLUGIN.image };
+    }
     if (kind === 'hostPath' && v.hostPath !== undefined) {
       await checkHostPathType(v.hostPath.path, v.hostPath.type);
       return { name: v.name, hostPath: v.hostPath.path, readOnly: false, plugin: PLUGIN.hostPath };
@@ -297,6 +303,11 @@ export class HostVolumeManager implements VolumeManager {
       if (mv === undefined) {
         throw invalid(
           `cannot find volume ${JSON.stringify(vm.name)} to mount into container ${JSON.stringify(container.name)}`,
+        );
+      }
+      if (mv.plugin === PLUGIN.image) {
+        throw invalid(
+          `volume ${JSON.stringify(vm.name)} is an image volume: the runtime mounts it`,
         );
       }
       const propagation = this.#propagation(vm, container);
