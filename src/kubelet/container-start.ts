@@ -12,6 +12,12 @@ import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { ImageManager } from '../images/manager.ts';
 import { recordContainerStarted, type ContainerType } from '../metrics/pod-metrics.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
+import {
+  imageVolumeFailure,
+  imageVolumeMount,
+  imageVolumeUnsupported,
+  type ImageVolumePulls,
+} from '../kuberuntime/image-volumes.ts';
 import { containerBackoffKey } from '../kuberuntime/plan.ts';
 import { effectiveRunAs, verifyRunAsNonRoot, type ImageUser } from '../kuberuntime/security.ts';
 import {
@@ -85,6 +91,8 @@ export interface ContainerStartContext {
   readonly podIPs: readonly string[];
   readonly secrets: readonly Secret[];
   readonly volumes: PodVolumes;
+  /** The pod's image volumes, pulled for this sync (kuberuntime/image-volumes.ts). */
+  readonly imageVolumes: ImageVolumePulls;
   readonly waiting: Map<string, WaitingReason>;
   readonly target: EventTarget;
 }
@@ -110,6 +118,62 @@ async function kubeletMounts(
     out.push(cri.Mount.fromPartial({ containerPath: path, hostPath: file }));
   }
   return out;
+}
+
+/**
+ * The container's volumeMounts in order: image volumes as image mounts, the others from
+ * the volume manager (which has nothing on the host for an image volume).
+ */
+async function volumeMounts(
+  deps: ContainerStartDeps,
+  ctx: ContainerStartContext,
+  env: ReadonlyMap<string, string>,
+  signal: AbortSignal,
+): Promise<cri.Mount[]> {
+  const { pod, spec } = ctx;
+  const all = spec.volumeMounts ?? [];
+  const isImage = (name: string): boolean => ctx.imageVolumes.has(name);
+  if (!all.some((vm) => isImage(vm.name)))
+    return deps.volumes.containerMounts(pod, spec, ctx.volumes, env, signal);
+  const hostMounts = await deps.volumes.containerMounts(
+    pod,
+    { ...spec, volumeMounts: all.filter((vm) => !isImage(vm.name)) },
+    ctx.volumes,
+    env,
+    signal,
+  );
+  const out: cri.Mount[] = [];
+  let next = 0;
+  for (const vm of all) {
+    const pull = ctx.imageVolumes.get(vm.name);
+    if (pull === undefined) {
+      const m = hostMounts[next++];
+      if (m !== undefined) out.push(m);
+      continue;
+    }
+    // Failed pulls stopped the start earlier (imageVolumeFailure).
+    if (!pull.ok) throw new ContainerConfigError(pull.message);
+    out.push(imageVolumeMount(vm, spec, pull.spec, env));
+  }
+  return out;
+}
+
+/** Why the runtime cannot mount the image volumes among `mounts`, asked only when there are some. */
+async function imageMountsUnsupported(
+  client: CriClient,
+  mounts: readonly cri.Mount[],
+  signal: AbortSignal,
+): Promise<string | undefined> {
+  if (!mounts.some((m) => m.image !== undefined)) return undefined;
+  let version: cri.VersionResponse;
+  try {
+    version = await client.runtime.version({ version: '0.1.0' }, { signal });
+  } catch (err) {
+    if (signal.aborted) throw err;
+    // Unknown: CreateContainer will say what the runtime thinks.
+    return undefined;
+  }
+  return imageVolumeUnsupported(version, mounts);
 }
 
 /**
@@ -180,6 +244,13 @@ async function attemptStart(
   const { cri: client, recorder, images } = deps;
   const { pod, spec, runtime, waiting, target: ref } = ctx;
   const uid = pod.metadata?.uid ?? '';
+  // As upstream, a failed image volume pull is reported before the container's own image.
+  const volumePull = imageVolumeFailure(ctx.imageVolumes, spec);
+  if (volumePull !== undefined) {
+    recorder.event(ref, 'Warning', 'Failed', `Error: ${volumePull.reason}`);
+    waiting.set(spec.name, { reason: volumePull.reason, message: volumePull.message });
+    return volumePull.retryAfterMs;
+  }
   const image = await images.ensureImage(pod, spec, ctx.secrets, ctx.sandbox, ref, signal);
   if (!image.ok) {
     waiting.set(spec.name, { reason: image.reason, message: image.message });
@@ -193,7 +264,7 @@ async function attemptStart(
     const env = await deps.env.environment(pod, spec, ctx.podIPs, signal);
     const vars = new Map(env.env.map((e) => [e.name, e.value]));
     const mounts = [
-      ...(await deps.volumes.containerMounts(pod, spec, ctx.volumes, vars, signal)),
+      ...(await volumeMounts(deps, ctx, vars, signal)),
       ...(await kubeletMounts(deps, pod, spec)),
     ];
     config = containerConfig(
@@ -211,6 +282,12 @@ async function attemptStart(
     const message = describe(err);
     recorder.event(ref, 'Warning', 'Failed', `Error: ${message}`);
     waiting.set(spec.name, { reason: 'CreateContainerConfigError', message });
+    return 10_000;
+  }
+  const unsupported = await imageMountsUnsupported(client, config.mounts, signal);
+  if (unsupported !== undefined) {
+    recorder.event(ref, 'Warning', 'Failed', `Error: ${unsupported}`);
+    waiting.set(spec.name, { reason: 'CreateContainerError', message: unsupported });
     return 10_000;
   }
   // A restart after an exit counts towards CrashLoopBackOff (the plan checked it is due).

@@ -36,6 +36,7 @@ import {
 import { writeEtcHosts } from './pod-dirs.ts';
 import { containerTarget, podTarget } from '../events/targets.ts';
 import type { PodResizer } from '../kuberuntime/resizer.ts';
+import { pullImageVolumes } from '../kuberuntime/image-volumes.ts';
 
 export interface PodSyncOptions {
   readonly cri: CriClient;
@@ -274,6 +275,15 @@ export class PodSync implements PodSyncer {
       const podIPs = runtime.sandboxes.find((s) => s.id === sandboxId)?.ips ?? [];
       const hosts = await writeEtcHosts(this.#o.rootDir, uid, this.#o.hostsFile(pod, podIPs));
       const deps = this.#startDeps(hosts);
+      // Every image volume, before any container (upstream's getImageVolumes).
+      const imageVolumes = await pullImageVolumes(
+        this.#o.images,
+        pod,
+        secrets,
+        sandbox,
+        podRef(pod),
+        signal,
+      );
       const start = async (name: string): Promise<void> => {
         const spec = specContainer(pod, name);
         if (spec === undefined) return;
@@ -289,6 +299,7 @@ export class PodSync implements PodSyncer {
             podIPs,
             secrets,
             volumes,
+            imageVolumes,
             waiting,
             target: podRef(pod, name),
           },
