@@ -81,7 +81,7 @@ func (h *callHandler) intercept(ctx context.Context, req any, info *grpc.UnarySe
 			return nil, grpcstatus.Error(c, msg)
 		}
 	}
-	resp, err = handler(ctx, req)
+	resp, err = callRecovering(ctx, req, info, handler)
 	if err == nil && stateful[method] && h.state != nil {
 		h.record(info.FullMethod, req)
 	}
@@ -247,4 +247,18 @@ func logGRPC(method string, request, reply any, err error) {
 	}
 	msg, _ := json.Marshal(logMessage)
 	klog.Infof("gRPCCall: %s", msg)
+}
+
+// callRecovering runs the mock's handler and turns a panic into an Internal error: the
+// mock dereferences a nil volume when it publishes an inline ephemeral volume
+// (mock/service/node.go, NodePublishVolume), and one such call must not take the whole
+// driver - and every other test's volumes - down with it.
+func callRecovering(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			klog.Errorf("csi-mock: %s panicked: %v", info.FullMethod, r)
+			resp, err = nil, grpcstatus.Errorf(codes.Internal, "csi-mock: %s panicked: %v", path.Base(info.FullMethod), r)
+		}
+	}()
+	return handler(ctx, req)
 }
