@@ -19,6 +19,8 @@ function harness(
   used: string[],
   fs: { capacityBytes: number; availableBytes: number },
   policy: Partial<ImageGcOptions['policy']> = {},
+  /** Images the first container mounts as image volumes (its ContainerStatus mounts). */
+  volumeImages: string[] = [],
 ) {
   const clock = new FakeClock();
   const removed: string[] = [];
@@ -65,6 +67,17 @@ function harness(
             imageId: '',
           })),
         }),
+      containerStatus: (req: { containerId: string }) =>
+        req.containerId === 'gone'
+          ? Promise.reject(new Error('NotFound'))
+          : Promise.resolve({
+              status: {
+                mounts:
+                  req.containerId === 'c0'
+                    ? volumeImages.map((image) => ({ containerPath: '/v', image: { image } }))
+                    : [],
+              },
+            }),
     } as unknown as ImageGcOptions['runtime'],
     imageFs: () => Promise.resolve({ ...fs }),
     policy: {
@@ -107,6 +120,25 @@ describe('ImageGcManager (upstream realImageGCManager)', () => {
     assert.equal(h.removed.length, 2);
     assert.ok(!h.removed.includes('sha256:used') && !h.removed.includes('sha256:pause'));
     assert.deepEqual(h.reasons, ['space', 'space']);
+  });
+
+  test('an image mounted as an image volume is in use (ContainerStatus mounts)', async () => {
+    const h = harness(
+      [
+        { id: 'sha256:app', size: 100, tags: ['app:1'] },
+        { id: 'sha256:data', size: 300 },
+        { id: 'sha256:spare', size: 300 },
+      ],
+      ['app:1'],
+      { capacityBytes: 1000, availableBytes: 100 },
+      { lowThresholdPercent: 10 },
+      ['sha256:data'],
+    );
+    await assert.rejects(h.gc.garbageCollect(h.clock.now(), signal));
+    await h.clock.advance(3 * MINUTE);
+    // Down to 10 % is impossible: everything unused goes, the mounted image stays.
+    await assert.rejects(h.gc.garbageCollect(h.clock.now(), signal), /freed 300 bytes/);
+    assert.deepEqual(h.removed, ['sha256:spare']);
   });
 
   test('under the high threshold nothing is removed', async () => {

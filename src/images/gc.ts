@@ -34,7 +34,8 @@ export interface ImageFsUsage {
 
 export interface ImageGcOptions {
   readonly images: Pick<ImageService, 'listImages' | 'removeImage'>;
-  readonly runtime: Pick<RuntimeService, 'listContainers'>;
+  /** containerStatus: the image volumes a container mounts keep their images in use. */
+  readonly runtime: Pick<RuntimeService, 'listContainers' | 'containerStatus'>;
   /** The image filesystem's capacity and what is available on it. */
   readonly imageFs: (signal: AbortSignal) => Promise<ImageFsUsage>;
   readonly policy: ImageGcPolicy;
@@ -159,6 +160,8 @@ export class ImageGcManager {
       if (c.imageRef !== '') inUse.add(c.imageRef);
       if (c.image?.image !== undefined && c.image.image !== '') inUse.add(c.image.image);
     }
+    for (const image of await this.#imageVolumesInUse(containers.containers, signal))
+      inUse.add(image);
     const current = new Set<string>();
     for (const image of images.images) {
       current.add(image.id);
@@ -178,6 +181,34 @@ export class ImageGcManager {
     }
     for (const id of [...this.#records.keys()]) if (!current.has(id)) this.#records.delete(id);
     return inUse;
+  }
+
+  /**
+   * The images containers mount as image volumes (upstream's handleImageVolumes): only
+   * ContainerStatus shows a container's mounts. A container gone meanwhile mounts nothing.
+   */
+  async #imageVolumesInUse(
+    containers: readonly { readonly id: string }[],
+    signal: AbortSignal,
+  ): Promise<string[]> {
+    const out: string[] = [];
+    for (const c of containers) {
+      signal.throwIfAborted();
+      const status = await this.#o.runtime
+        .containerStatus({ containerId: c.id, verbose: false }, { signal })
+        .catch((err: unknown) => {
+          if (signal.aborted) throw err;
+          this.#o.logger.debug('Cannot read container mounts for image GC', {
+            containerId: c.id,
+            err: String(err),
+          });
+          return undefined;
+        });
+      for (const m of status?.status?.mounts ?? []) {
+        if (m.image !== undefined && m.image.image !== '') out.push(m.image.image);
+      }
+    }
+    return out;
   }
 
   /** Unused, unpinned images, least recently used first (then first detected). */
