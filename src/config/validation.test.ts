@@ -17,6 +17,13 @@ describe('validateKubeletConfig', () => {
     assert.deepEqual(problems({}), []);
   });
 
+  test('a locked feature gate cannot be set against its lock (ImageVolume, GA in v1.36)', () => {
+    assert.deepEqual(problems({ featureGates: { ImageVolume: false } }), [
+      'featureGates.ImageVolume: cannot set feature gate ImageVolume to false, feature is locked to true',
+    ]);
+    assert.deepEqual(problems({ featureGates: { ImageVolume: true, SomeGate: false } }), []);
+  });
+
   const cases: readonly [string, Partial<KubeletConfig>, RegExp][] = [
     [
       'nodeLeaseDurationSeconds > 0',

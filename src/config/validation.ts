@@ -3,7 +3,8 @@
  * flags), the rules of upstream's ValidateKubeletConfiguration plus a few berth adds
  * where upstream would fail later or misbehave (marked "berth:"). Checks that depend on
  * upstream feature gates are not made: berth has no feature-gate registry, so
- * `featureGates` is carried, not interpreted.
+ * `featureGates` is carried, not interpreted, except that a gate upstream locks to its
+ * default cannot be set otherwise.
  */
 import { isAbsolute, normalize } from 'node:path';
 import { checkIP, checkTaint } from './names.ts';
@@ -41,6 +42,15 @@ const ENFORCEMENT_KEYS = [
 const CPUSET = /^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$/;
 
 type Issues = ValidationIssue[];
+
+/**
+ * Gates upstream v1.37 locks to their default (LockToDefault): setting one otherwise
+ * fails at start there, so it does here too, with upstream's message.
+ */
+const LOCKED_FEATURE_GATES: Readonly<Record<string, boolean>> = {
+  // GA in v1.36: image volumes (kuberuntime/image-volumes.ts) cannot be turned off.
+  ImageVolume: true,
+};
 
 function check(issues: Issues, ok: boolean, path: string, message: string): void {
   if (!ok) issues.push({ path: path.split('.'), message });
@@ -417,6 +427,15 @@ export function validateKubeletConfig(c: KubeletConfig): readonly ValidationIssu
     const why = checkTaint(taint);
     if (why !== null) issues.push({ path: ['registerWithTaints', i], message: why });
   });
+  for (const [gate, value] of Object.entries(c.featureGates)) {
+    const locked = LOCKED_FEATURE_GATES[gate];
+    if (locked !== undefined && value !== locked) {
+      issues.push({
+        path: ['featureGates', gate],
+        message: `cannot set feature gate ${gate} to ${String(value)}, feature is locked to ${String(locked)}`,
+      });
+    }
+  }
   if (c.tracing?.samplingRatePerMillion != null) {
     inRange(
       issues,
