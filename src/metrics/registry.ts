@@ -100,6 +100,9 @@ export class KubeletMetrics {
   readonly startedPodsErrorsTotal: Counter;
   readonly startedContainersTotal: Counter<'container_type'>;
   readonly startedContainersErrorsTotal: Counter<'container_type' | 'code'>;
+  readonly imageVolumeRequestedTotal: Counter;
+  readonly imageVolumeMountedSucceedTotal: Counter;
+  readonly imageVolumeMountedErrorsTotal: Counter;
   readonly runtimeOperations: Counter<'operation_type'>;
   readonly runtimeOperationsDuration: Histogram<'operation_type'>;
   readonly runtimeOperationsErrors: Counter<'operation_type'>;
@@ -231,6 +234,19 @@ export class KubeletMetrics {
       'kubelet_started_containers_errors_total',
       'Cumulative number of errors when starting containers',
       ['container_type', 'code'],
+    );
+    // Registered unconditionally: their gate, ImageVolume, is locked on.
+    this.imageVolumeRequestedTotal = counter(
+      'kubelet_image_volume_requested_total',
+      'Number of requested image volumes.',
+    );
+    this.imageVolumeMountedSucceedTotal = counter(
+      'kubelet_image_volume_mounted_succeed_total',
+      'Number of successful image volume mounts.',
+    );
+    this.imageVolumeMountedErrorsTotal = counter(
+      'kubelet_image_volume_mounted_errors_total',
+      'Number of failed image volume mounts.',
     );
     this.runtimeOperations = counter(
       'kubelet_runtime_operations_total',
