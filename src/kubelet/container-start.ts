@@ -10,11 +10,16 @@ import type { Container, Pod, Secret } from 'kubernetes-types/core/v1.js';
 import { CriError, cri, type CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { ImageManager } from '../images/manager.ts';
-import { recordContainerStarted, type ContainerType } from '../metrics/pod-metrics.ts';
+import {
+  recordContainerStarted,
+  recordImageVolumeMounts,
+  type ContainerType,
+} from '../metrics/pod-metrics.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import {
   imageVolumeFailure,
   imageVolumeMount,
+  imageVolumeMountCounts,
   imageVolumeUnsupported,
   type ImageVolumePulls,
 } from '../kuberuntime/image-volumes.ts';
@@ -233,6 +238,8 @@ export async function startContainer(
     containerType(ctx.pod, ctx.spec.name),
     failure === undefined ? undefined : { code: failure.reason },
   );
+  const counts = imageVolumeMountCounts(ctx.imageVolumes, ctx.spec, failure);
+  if (counts !== undefined) recordImageVolumeMounts(deps.metrics, counts);
   return requeue;
 }
 

@@ -7,6 +7,7 @@ import {
   IMAGE_VOLUME_MOUNT_FAILED,
   imageVolumeFailure,
   imageVolumeMount,
+  imageVolumeMountCounts,
   imageVolumeUnsupported,
   pullImageVolumes,
   type ImageVolumePulls,
@@ -181,5 +182,45 @@ describe('imageVolumeUnsupported', () => {
       undefined,
     );
     assert.equal(imageVolumeUnsupported(containerd('devel'), [whole]), undefined);
+  });
+});
+
+describe('imageVolumeMountCounts (upstream incrementImageVolumeMetrics)', () => {
+  const pulls: ImageVolumePulls = new Map([
+    ['a', { ok: true, spec }],
+    ['b', { ok: true, spec }],
+    ['bad', { ok: false, reason: 'ErrImagePull', message: 'no' }],
+  ]);
+  const mounting = (...names: string[]): Container => ({
+    ...container,
+    volumeMounts: names.map((name, i) => ({ name, mountPath: `/m${i}` })),
+  });
+  test('volumes requested once, each mount counted', () => {
+    assert.deepEqual(imageVolumeMountCounts(pulls, mounting('a', 'a', 'b', 'cm'), undefined), {
+      requested: 2,
+      succeeded: 3,
+      failed: 0,
+    });
+    assert.deepEqual(imageVolumeMountCounts(pulls, mounting(), undefined), {
+      requested: 0,
+      succeeded: 0,
+      failed: 0,
+    });
+  });
+  test('a CreateContainerError starting ImageVolumeMountFailed counts the mounts as failed', () => {
+    const failure = { reason: 'CreateContainerError', message: `${IMAGE_VOLUME_MOUNT_FAILED}: x` };
+    assert.deepEqual(imageVolumeMountCounts(pulls, mounting('a', 'b'), failure), {
+      requested: 2,
+      succeeded: 0,
+      failed: 2,
+    });
+    // Any other failure (here the container's own image) still counts as mounted, as upstream.
+    assert.deepEqual(
+      imageVolumeMountCounts(pulls, mounting('a'), { reason: 'ErrImagePull', message: 'x' }),
+      { requested: 1, succeeded: 1, failed: 0 },
+    );
+  });
+  test('a start stopped by a failed volume pull is not counted', () => {
+    assert.equal(imageVolumeMountCounts(pulls, mounting('a', 'bad'), undefined), undefined);
   });
 });

@@ -116,6 +116,30 @@ export function imageVolumeFailure(
   return failure;
 }
 
+/**
+ * What one container start adds to the image volume metrics, as upstream's
+ * incrementImageVolumeMetrics: undefined when the start stopped on a failed volume pull
+ * (upstream returns before counting); otherwise each image volume the container mounts is
+ * requested once, and each of its mounts succeeded unless the start failed with a
+ * CreateContainerError whose message starts with ImageVolumeMountFailed.
+ */
+export function imageVolumeMountCounts(
+  pulls: ImageVolumePulls,
+  container: Container,
+  failure: { readonly reason: string; readonly message: string } | undefined,
+): { requested: number; succeeded: number; failed: number } | undefined {
+  if (imageVolumeFailure(pulls, container) !== undefined) return undefined;
+  const mounts = (container.volumeMounts ?? []).filter((vm) => pulls.has(vm.name));
+  const failed =
+    failure?.reason === 'CreateContainerError' &&
+    failure.message.startsWith(IMAGE_VOLUME_MOUNT_FAILED);
+  return {
+    requested: new Set(mounts.map((vm) => vm.name)).size,
+    succeeded: failed ? 0 : mounts.length,
+    failed: failed ? mounts.length : 0,
+  };
+}
+
 /** A volumeMount of an image volume cannot be built (CreateContainerConfigError). */
 export class ImageVolumeMountError extends BerthError {
   constructor(message: string) {

@@ -30,6 +30,20 @@ export function recordContainerStarted(
     m.startedContainersErrorsTotal.inc({ container_type: type, code: error.code });
 }
 
+/**
+ * One container start's image volumes (kubelet_image_volume_requested_total, …_mounted_
+ * succeed_total, …_mounted_errors_total), counted as upstream's incrementImageVolumeMetrics.
+ */
+export function recordImageVolumeMounts(
+  m: KubeletMetrics | undefined,
+  counts: { readonly requested: number; readonly succeeded: number; readonly failed: number },
+): void {
+  if (m === undefined) return;
+  m.imageVolumeRequestedTotal.inc(counts.requested);
+  m.imageVolumeMountedSucceedTotal.inc(counts.succeeded);
+  m.imageVolumeMountedErrorsTotal.inc(counts.failed);
+}
+
 /** RunPodSandbox took `seconds` with this runtime handler ("" is the default one). */
 export function recordRunPodSandbox(
   m: KubeletMetrics | undefined,
