@@ -397,4 +397,24 @@ describe('CSI volumes through the volume manager', () => {
     await m.setUpPod(pvcPod('u1'), signal);
     assert.equal(driver.callsOf('NodeExpandVolume').length, 1);
   });
+
+  it('a final publish error forgets the target; an uncertain one keeps it for the teardown', async () => {
+    await claim('data', 'Bound');
+    await csiPv();
+    await csiDriver({ attachRequired: false });
+    const m = manager();
+    const volDir = path.join(root, 'pods/u1/volumes/kubernetes.io~csi/pv-1');
+    driver.failNext('NodePublishVolume', GrpcStatus.INTERNAL, 'driver bug');
+    await assert.rejects(m.setUpPod(pvcPod('u1'), signal), /rpc error: code = INTERNAL/);
+    await assert.rejects(lstat(volDir), { code: 'ENOENT' });
+    await m.tearDownPod('u1', signal);
+    assert.equal(driver.callsOf('NodeUnpublishVolume').length, 0);
+
+    driver.failNext('NodePublishVolume', GrpcStatus.DEADLINE_EXCEEDED, 'slow');
+    await assert.rejects(m.setUpPod(pvcPod('u2'), signal), VolumeError);
+    const kept = path.join(root, 'pods/u2/volumes/kubernetes.io~csi/pv-1/vol_data.json');
+    assert.ok((await lstat(kept)).isFile());
+    await m.tearDownPod('u2', signal);
+    assert.equal(driver.callsOf('NodeUnpublishVolume').length, 1);
+  });
 });

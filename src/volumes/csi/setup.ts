@@ -31,7 +31,7 @@ import {
   uniqueVolumeName,
 } from './paths.ts';
 import type { CsiVolumeSpec } from './spec.ts';
-import { detail, opError, prefixed, type CsiVolumeState } from './state.ts';
+import { detail, isFinalError, opError, prefixed, type CsiVolumeState } from './state.ts';
 import { saveVolData } from './vol-data.ts';
 
 /** Upstream's podAttachAndMountTimeout. */
@@ -246,7 +246,7 @@ export class CsiSetUp {
       );
     } catch (err) {
       if (signal.aborted) throw err;
-      await this.#s.removeMountDir(staging).catch(() => undefined);
+      if (isFinalError(err)) await this.#s.forgetTarget(staging).catch(() => undefined);
       throw opError(
         'MountVolume.MountDevice',
         spec.specName,
@@ -310,7 +310,7 @@ export class CsiSetUp {
       );
     } catch (err) {
       if (signal.aborted) throw err;
-      await this.#s.removeMountDir(target).catch(() => undefined);
+      if (isFinalError(err)) await this.#s.forgetTarget(target).catch(() => undefined);
       // The staging may be what failed (a driver restarted and lost it): stage again next time.
       this.#s.staged.delete(`${spec.driver}^${spec.volumeHandle}`);
       throw opError(

@@ -5,6 +5,8 @@
  * calls for one volume. Plus the error and path helpers both sides use.
  */
 import { lstat, rm, rmdir } from 'node:fs/promises';
+import * as path from 'node:path';
+import { CsiError } from '../../csi/types.ts';
 import type { CsiDriverRegistry, CsiNodeClient } from '../../csi/types.ts';
 import type { Mounter } from '../mounter.ts';
 import { VolumeError } from '../types.ts';
@@ -24,6 +26,20 @@ export function opError(op: string, specName: string, err: unknown): VolumeError
     `${op} failed for volume ${JSON.stringify(specName)} : ${detail(err)}`,
     { cause: err },
   );
+}
+
+/** gRPC codes after which the driver may still be working on the call (upstream's list). */
+const UNCERTAIN_GRPC: ReadonlySet<number> = new Set([1, 4, 8, 10, 14]);
+
+/**
+ * Upstream's IsOperationFinishedError: false when the driver may still finish the call
+ * (deadline, unavailable, cancelled, resource exhausted, aborted), so the target must be
+ * kept for a later unpublish/unstage; true when it answered a final error.
+ */
+export function isFinalError(err: unknown): boolean {
+  if (!(err instanceof CsiError)) return false;
+  if (err.code === 'BERTH_CSI_UNAVAILABLE' || err.code === 'BERTH_CSI_DEADLINE') return false;
+  return err.grpcCode === undefined || !UNCERTAIN_GRPC.has(err.grpcCode);
 }
 
 /** Runs `fn` after every earlier call with the same key has settled. */
@@ -88,5 +104,18 @@ export class CsiVolumeState {
     }
     if (st.isSymbolicLink() || st.isFile()) await rm(dir, { force: true });
     else await rmdir(dir).catch(() => undefined);
+  }
+
+  /**
+   * After a final error (upstream's removeMountDir): the target, the vol_data.json
+   * beside it and their directory, so no tear-down asks the driver about a volume it
+   * never took. Nothing is removed while the target is a mount point.
+   */
+  async forgetTarget(target: string): Promise<void> {
+    if (await this.#mounter.isMountPoint(target).catch(() => true)) return;
+    await this.removeMountDir(target);
+    const parent = path.dirname(target);
+    await rm(path.join(parent, 'vol_data.json'), { force: true });
+    await rmdir(parent).catch(() => undefined);
   }
 }
