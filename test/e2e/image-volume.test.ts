@@ -75,6 +75,23 @@ function imageVolumePod(
   };
 }
 
+/** berth's image volume counters, read through the API server's node proxy. */
+async function imageVolumeMetrics(
+  cluster: Cluster,
+  node: string,
+): Promise<{ requested: number; succeeded: number; failed: number }> {
+  const text = await cluster.kubectl(['get', '--raw', `/api/v1/nodes/${node}/proxy/metrics`]);
+  const sample = (name: string): number => {
+    const line = text.split('\n').find((l) => l.startsWith(`kubelet_image_volume_${name} `));
+    return line === undefined ? Number.NaN : Number(line.split(' ')[1]);
+  };
+  return {
+    requested: sample('requested_total'),
+    succeeded: sample('mounted_succeed_total'),
+    failed: sample('mounted_errors_total'),
+  };
+}
+
 function setUp(runtime: RuntimeKind): {
   ctx: () => { cluster: Cluster; node: string; reference: string };
 } {
@@ -83,7 +100,8 @@ function setUp(runtime: RuntimeKind): {
   let reference = '';
   before(async () => {
     cluster = await startCluster({ runtime });
-    berth = await startBerth(cluster);
+    // On the pod bridge's gateway: the API server proxies /metrics to no loopback node.
+    berth = await startBerth(cluster, { nodeIp: cluster.runtime.gateway });
     await applyRegistrySecret(cluster, 'registry');
     reference = await pushDataImage(cluster);
   });
@@ -135,6 +153,12 @@ describe('image volumes on berth (containerd 2.x)', () => {
     assert.match(write, /rc=1/);
     const mountLine = (await sh('grep " /volume " /proc/mounts')).trim();
     assert.match(mountLine, /\sro[,\s]/, mountLine);
+    // One image volume requested, mounted twice (the whole image and its etc/).
+    assert.deepEqual(await imageVolumeMetrics(cluster, node), {
+      requested: 1,
+      succeeded: 2,
+      failed: 0,
+    });
     const events = await podEvents(cluster, 'default', 'iv');
     assert.ok(
       events.some(
@@ -237,5 +261,8 @@ describe('image volumes on berth (containerd 1.6: not supported)', () => {
       ),
       JSON.stringify(events.map((e) => `${e.reason}: ${e.message}`)),
     );
+    const counted = await imageVolumeMetrics(cluster, node);
+    assert.equal(counted.succeeded, 0);
+    assert.ok(counted.failed >= 1 && counted.failed === counted.requested, JSON.stringify(counted));
   });
 });
