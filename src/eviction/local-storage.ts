@@ -14,9 +14,7 @@ import { formatQuantity } from './quantity.ts';
 
 /** Upstream's signals for these evictions (kubelet_evictions labels). */
 export type LocalStorageSignal =
-  | 'emptydirfs.limit'
-  | 'ephemeralcontainerfs.limit'
-  | 'ephemeralpodfs.limit';
+  'emptydirfs.limit' | 'ephemeralcontainerfs.limit' | 'ephemeralpodfs.limit';
 
 export interface LocalStorageViolation {
   readonly signal: LocalStorageSignal;
