@@ -3,7 +3,32 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import { CsiError, type CsiNodeInfo } from './types.ts';
 import { GrpcStatusError } from './unary.ts';
 
-/** A gRPC status as a CsiError, keeping the driver's message and the status code. */
+/** gRPC code names as Go's codes.Code prints them, which upstream's event texts carry. */
+const GO_CODE_NAMES: readonly string[] = [
+  'OK',
+  'Canceled',
+  'Unknown',
+  'InvalidArgument',
+  'DeadlineExceeded',
+  'NotFound',
+  'AlreadyExists',
+  'PermissionDenied',
+  'ResourceExhausted',
+  'FailedPrecondition',
+  'Aborted',
+  'OutOfRange',
+  'Unimplemented',
+  'Internal',
+  'Unavailable',
+  'DataLoss',
+  'Unauthenticated',
+];
+
+/**
+ * A gRPC status as a CsiError, keeping the driver's message and the status code. The
+ * message is what Go's status error prints (`rpc error: code = NotFound desc = …`), as
+ * upstream's FailedMount events show it; callers add the operation.
+ */
 export function csiErrorOf(driver: string, rpc: string, err: unknown): CsiError {
   if (!(err instanceof GrpcStatusError)) {
     return new CsiError(
@@ -20,7 +45,8 @@ export function csiErrorOf(driver: string, rpc: string, err: unknown): CsiError 
       : err.code === GrpcStatus.DEADLINE_EXCEEDED
         ? 'BERTH_CSI_DEADLINE'
         : 'BERTH_CSI_CALL_FAILED';
-  const what = `${rpc} on CSI driver ${driver} failed: rpc error: code = ${GrpcStatus[err.code]} desc = ${err.details}`;
+  const name = GO_CODE_NAMES[err.code] ?? `Code(${String(err.code)})`;
+  const what = `rpc error: code = ${name} desc = ${err.details}`;
   return new CsiError(code, what, { cause: err, grpcCode: err.code });
 }
 

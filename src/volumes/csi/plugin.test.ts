@@ -405,7 +405,10 @@ describe('CSI volumes through the volume manager', () => {
     const m = manager();
     const volDir = path.join(root, 'pods/u1/volumes/kubernetes.io~csi/pv-1');
     driver.failNext('NodePublishVolume', GrpcStatus.INTERNAL, 'driver bug');
-    await assert.rejects(m.setUpPod(pvcPod('u1'), signal), /rpc error: code = INTERNAL/);
+    await assert.rejects(m.setUpPod(pvcPod('u1'), signal), {
+      message:
+        'MountVolume.SetUp failed for volume "pv-1" : rpc error: code = Internal desc = driver bug',
+    });
     await assert.rejects(lstat(volDir), { code: 'ENOENT' });
     await m.tearDownPod('u1', signal);
     assert.equal(driver.callsOf('NodeUnpublishVolume').length, 0);

@@ -247,11 +247,8 @@ export class CsiSetUp {
     } catch (err) {
       if (signal.aborted) throw err;
       if (isFinalError(err)) await this.#s.forgetTarget(staging).catch(() => undefined);
-      throw opError(
-        'MountVolume.MountDevice',
-        spec.specName,
-        prefixed(`attacher.MountDevice failed: ${detail(err)}`),
-      );
+      // Upstream returns the driver's error as it is (csi_attacher.go MountDevice).
+      throw opError('MountVolume.MountDevice', spec.specName, err);
     }
     await this.#checkTarget(staging, spec, 'MountVolume.MountDevice');
   }
@@ -313,11 +310,8 @@ export class CsiSetUp {
       if (isFinalError(err)) await this.#s.forgetTarget(target).catch(() => undefined);
       // The staging may be what failed (a driver restarted and lost it): stage again next time.
       this.#s.staged.delete(`${spec.driver}^${spec.volumeHandle}`);
-      throw opError(
-        'MountVolume.SetUp',
-        spec.specName,
-        prefixed(`mounter.SetUpAt failed: ${detail(err)}`),
-      );
+      // Upstream returns the driver's error as it is (csi_mounter.go SetUpAt).
+      throw opError('MountVolume.SetUp', spec.specName, err);
     }
     await this.#checkTarget(target, spec, 'MountVolume.SetUp');
   }
