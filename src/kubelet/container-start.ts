@@ -57,6 +57,8 @@ export interface ContainerEnvProvider {
     container: Container,
     podIPs: readonly string[],
     signal: AbortSignal,
+    /** The pod's volumes, for env[].valueFrom.fileKeyRef. */
+    volumes?: PodVolumes,
   ): Promise<ContainerEnvironment>;
 }
 
@@ -268,7 +270,7 @@ async function attemptStart(
   let config: cri.ContainerConfig;
   try {
     await checkRunAsNonRoot(client, pod, spec, image.imageRef, signal);
-    const env = await deps.env.environment(pod, spec, ctx.podIPs, signal);
+    const env = await deps.env.environment(pod, spec, ctx.podIPs, signal, ctx.volumes);
     const vars = new Map(env.env.map((e) => [e.name, e.value]));
     const mounts = [
       ...(await volumeMounts(deps, ctx, vars, signal)),

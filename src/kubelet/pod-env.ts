@@ -11,6 +11,35 @@ import { HostDownwardResolver, type NodeAllocatable } from '../kuberuntime/downw
 import { expandCommand, makeEnvironment } from '../kuberuntime/env.ts';
 import type { ContainerEnvironment, ContainerEnvProvider } from './container-start.ts';
 import type { ServiceLister } from './service-lister.ts';
+import { readFile } from 'node:fs/promises';
+import * as path from 'node:path';
+import { safeOpen } from '../volumes/safe-path.ts';
+import type { PodVolumes } from '../volumes/types.ts';
+
+/** Most of an env file read for fileKeyRef: upstream reads the whole file; bound it. */
+const MAX_ENV_FILE_BYTES = 1024 * 1024;
+
+/**
+ * Reads `rel` inside the volume at `root` through a descriptor resolved without leaving
+ * the volume (a symlink out of it is refused), as upstream's securejoin does.
+ */
+async function readUnder(
+  root: string,
+  rel: string,
+  signal: AbortSignal,
+): Promise<{ text: string; hostPath: string }> {
+  const file = await safeOpen(root, rel, { what: `fileKeyRef path \`${rel}\`` });
+  try {
+    signal.throwIfAborted();
+    const data = await readFile(file.procPath, { signal });
+    if (data.length > MAX_ENV_FILE_BYTES) {
+      throw new Error(`${rel} is larger than ${MAX_ENV_FILE_BYTES} bytes`);
+    }
+    return { text: data.toString('utf8'), hostPath: path.join(root, rel) };
+  } finally {
+    await file.close();
+  }
+}
 
 export interface PodEnvironmentOptions {
   readonly kube: KubeClient;
@@ -45,6 +74,7 @@ export class PodEnvironment implements ContainerEnvProvider {
     container: Container,
     podIPs: readonly string[],
     signal: AbortSignal,
+    volumes?: PodVolumes,
   ): Promise<ContainerEnvironment> {
     const o = this.#o;
     const downward = new HostDownwardResolver({
@@ -62,6 +92,10 @@ export class PodEnvironment implements ContainerEnvProvider {
         getConfigMap: (ns, name, s) => this.#get<ConfigMap>('configmaps', ns, name, s),
         getSecret: (ns, name, s) => this.#get<Secret>('secrets', ns, name, s),
         downward,
+        readVolumeFile: (name, rel, s) => {
+          const volume = volumes?.byName.get(name);
+          return volume === undefined ? undefined : readUnder(volume.hostPath, rel, s);
+        },
       },
       signal,
     );

@@ -406,3 +406,59 @@ describe('expandCommand', () => {
     assert.deepEqual(expandCommand({ name: 'c' }, env), { command: [], args: [] });
   });
 });
+
+describe('fileKeyRef (EnvFiles)', () => {
+  const files: Record<string, string> = {
+    'cfg/app.env': "NAME='berth'\nEMPTY=''\n",
+    'bad.env': 'X=1\n',
+  };
+  function withFiles(): EnvironmentDeps {
+    return {
+      ...deps(),
+      readVolumeFile: (volume, rel) => {
+        if (volume !== 'data') return undefined;
+        const text = files[rel];
+        return text === undefined
+          ? Promise.reject(new Error(`${rel}: no such file`))
+          : Promise.resolve({ text, hostPath: `/pods/u1/volumes/data/${rel}` });
+      },
+    };
+  }
+  const ref = (key: string, extra: Record<string, unknown> = {}): Container => ({
+    name: 'c',
+    env: [
+      {
+        name: 'V',
+        valueFrom: { fileKeyRef: { volumeName: 'data', path: 'cfg/app.env', key, ...extra } },
+      } as never,
+    ],
+  });
+  async function run(c: Container): Promise<Map<string, string>> {
+    return envMap((await makeEnvironment(podWith(c), c, withFiles(), signal)).env);
+  }
+
+  it('reads the key from the file in the volume', async () => {
+    assert.equal((await run(ref('NAME'))).get('V'), 'berth');
+  });
+
+  it('a missing key fails with upstream words, or is skipped when optional', async () => {
+    await assert.rejects(run(ref('NOPE')), {
+      message:
+        'environment variable key "NOPE" not found in file "/pods/u1/volumes/data/cfg/app.env"',
+    });
+    await assert.rejects(run(ref('EMPTY')), /not found in file/);
+    assert.equal((await run(ref('NOPE', { optional: true }))).has('V'), false);
+  });
+
+  it('an unknown volume and a malformed or missing file are errors', async () => {
+    await assert.rejects(run(ref('NAME', { volumeName: 'other' })), {
+      message: 'cannot find the volume "other" referenced by FileKeyRef',
+    });
+    await assert.rejects(run(ref('X', { path: 'bad.env' })), {
+      message: "couldn't parse env file",
+    });
+    await assert.rejects(run(ref('X', { path: 'gone.env' })), {
+      message: "couldn't parse env file",
+    });
+  });
+});

@@ -22,6 +22,7 @@ import type {
 import { isNotFound } from '../kube/types.ts';
 import { BerthError } from '../util/errors.ts';
 import type { DownwardResolver } from '../volumes/types.ts';
+import { envFileValue } from './env-file.ts';
 import { expand, mappingFor } from './expansion.ts';
 import { serviceEnv } from './service-env.ts';
 
@@ -84,6 +85,23 @@ export interface EnvironmentDeps {
    * then fail rather than start without their service variables, as upstream.
    */
   servicesSynced?(): boolean;
+  /**
+   * The text of `path` inside the pod's volume `volumeName`, resolved without leaving
+   * the volume (fileKeyRef). Undefined when the pod has no such volume set up.
+   */
+  readVolumeFile?(
+    volumeName: string,
+    path: string,
+    signal: AbortSignal,
+  ): Promise<{ readonly text: string; readonly hostPath: string }> | undefined;
+}
+
+/** env[].valueFrom.fileKeyRef (EnvFiles); not in kubernetes-types' release yet. */
+interface FileKeySelector {
+  readonly volumeName: string;
+  readonly path: string;
+  readonly key: string;
+  readonly optional?: boolean;
 }
 
 export interface Environment {
@@ -120,6 +138,11 @@ class Sources {
     this.#deps = deps;
     this.#ns = ns;
     this.#signal = signal;
+  }
+
+  /** The signal of the environment being built. */
+  get signal(): AbortSignal {
+    return this.#signal;
   }
 
   /** The configMap's data, undefined when it is missing and optional. */
@@ -191,6 +214,38 @@ function fieldError(err: unknown): EnvError {
   });
 }
 
+/** A fileKeyRef's value as upstream's makeEnvironmentVariables reads it, with its errors. */
+async function fileKeyValue(
+  ref: FileKeySelector,
+  deps: EnvironmentDeps,
+  signal: AbortSignal,
+): Promise<string | undefined> {
+  const read = deps.readVolumeFile?.(ref.volumeName, ref.path, signal);
+  if (read === undefined) {
+    throw new EnvError(
+      'BERTH_ENV_SOURCE_ERROR',
+      `cannot find the volume "${ref.volumeName}" referenced by FileKeyRef`,
+    );
+  }
+  let value: string;
+  let hostPath: string;
+  try {
+    const file = await read;
+    hostPath = file.hostPath;
+    value = envFileValue(file.text, ref.key);
+  } catch (err) {
+    if (signal.aborted) throw err;
+    // Upstream's event says only this; the cause goes to the log with the error.
+    throw new EnvError('BERTH_ENV_SOURCE_ERROR', "couldn't parse env file", { cause: err });
+  }
+  if (value !== '') return value;
+  if (ref.optional === true) return undefined;
+  throw new EnvError(
+    'BERTH_ENV_KEY_NOT_FOUND',
+    `environment variable key "${ref.key}" not found in file "${hostPath}"`,
+  );
+}
+
 /** The value of one valueFrom, or undefined when an optional source or key is missing. */
 async function valueFrom(
   pod: Pod,
@@ -236,6 +291,8 @@ async function valueFrom(
     if (optional) return undefined;
     throw keyNotFound(key, 'ConfigMap', ns, name);
   }
+  const fileKeyRef = (from as { fileKeyRef?: FileKeySelector }).fileKeyRef;
+  if (fileKeyRef !== undefined) return fileKeyValue(fileKeyRef, deps, sources.signal);
   if (from.secretKeyRef !== undefined) {
     const { name = '', key, optional = false } = from.secretKeyRef;
     const data = await sources.secret(name, optional);
