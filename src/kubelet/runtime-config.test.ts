@@ -53,3 +53,13 @@ describe('the pod hostname in the sandbox and /etc/hosts', () => {
     );
   });
 });
+
+describe('user namespaces', () => {
+  test('hostUsers: false is refused, never run in the host user namespace', () => {
+    assert.throws(() => sandboxConfig(pod({ hostUsers: false }), 0, options), {
+      code: 'BERTH_USERNS_UNSUPPORTED',
+      message: "can't set `spec.hostUsers: false`, berth does not create user namespaces yet",
+    });
+    assert.doesNotThrow(() => sandboxConfig(pod({ hostUsers: true }), 0, options));
+  });
+});

@@ -18,6 +18,7 @@ import {
 import { kernelHostname } from '../kuberuntime/hostname.ts';
 import { hugepageLimits } from '../kuberuntime/hugepages.ts';
 import { qosClassOf, type QosClass } from '../kuberuntime/qos.ts';
+import { BerthError } from '../util/errors.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
 export { qosClassOf, type QosClass };
@@ -145,6 +146,15 @@ export function sandboxConfig(
 ): cri.PodSandboxConfig {
   const meta = pod.metadata ?? {};
   const spec = pod.spec;
+  if (spec?.hostUsers === false) {
+    // Refused, never run in the host's user namespace instead: the pod asked to be
+    // isolated from it. Upstream's userns manager says it this way for a runtime
+    // without user namespaces; berth does not create them yet.
+    throw new BerthError(
+      'BERTH_USERNS_UNSUPPORTED',
+      "can't set `spec.hostUsers: false`, berth does not create user namespaces yet",
+    );
+  }
   const portMappings = (spec?.containers ?? []).flatMap((c) =>
     (c.ports ?? [])
       .filter((p) => p.hostPort !== undefined && p.hostPort > 0)
