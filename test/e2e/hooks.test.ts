@@ -155,9 +155,11 @@ describe('lifecycle hooks and gRPC probes on berth (containerd 2.x)', () => {
     await applyJson(cluster, grpcPod('grpc-ok'));
     await applyJson(cluster, grpcPod('grpc-broken', 'broken'));
     await waitForPod(cluster, 'default', 'grpc-ok', 'Ready', isRunningAndReady);
-    const broken = await eventually('an Unhealthy event for grpc-broken', async () => {
+    // The first probes may find the server not yet listening (connection refused): wait
+    // for the event of the answer itself.
+    const broken = await eventually('an Unhealthy NOT_SERVING event for grpc-broken', async () => {
       const events = await podEvents(cluster, 'default', 'grpc-broken');
-      return events.find((e) => e.reason === 'Unhealthy');
+      return events.find((e) => e.reason === 'Unhealthy' && /NOT_SERVING/.test(e.message));
     });
     assert.match(broken.message, /Readiness probe failed: .*NOT_SERVING/);
     const p = await getPod(cluster, 'default', 'grpc-broken');
