@@ -339,3 +339,31 @@ export function formatUsage(
   ];
   return `${lines.join('\n')}\n`;
 }
+
+/**
+ * Upstream's ColonSeparatedMultimapStringString (--manifest-url-header): `k:v` pairs
+ * separated by commas, repeatable; a name given again appends its value. The value may
+ * itself hold colons (only the first one splits).
+ */
+export function colonMultimapFlag(
+  usage: string,
+): FlagSpec<Readonly<Record<string, readonly string[]>>> {
+  return {
+    usage,
+    typeName: 'colonSeparatedMultimapStringString',
+    parse(text, previous) {
+      const out: Record<string, string[]> = {};
+      for (const [k, v] of Object.entries(previous ?? {})) out[k] = [...v];
+      for (const pair of text.split(',')) {
+        if (pair.trim() === '') continue;
+        const at = pair.indexOf(':');
+        const key = at < 0 ? '' : pair.slice(0, at).trim();
+        if (key === '') {
+          throw new Error(`malformed pair ${JSON.stringify(pair)}, expect string:string`);
+        }
+        (out[key] ??= []).push(pair.slice(at + 1).trim());
+      }
+      return out;
+    },
+  };
+}

@@ -8,6 +8,7 @@
 import { applyDefaults } from './defaults.ts';
 import {
   boolFlag,
+  colonMultimapFlag,
   durationDefault,
   durationFlag,
   enumFlag,
@@ -56,32 +57,6 @@ function bind<T>(
 }
 
 const orNull = (v: string): string | null => (v === '' ? null : v);
-
-/**
- * Upstream's ColonSeparatedMultimapStringString (--manifest-url-header): `k:v` pairs
- * separated by commas, repeatable; a name given again appends its value. The value may
- * itself hold colons (only the first one splits).
- */
-function colonMultimapFlag(usage: string): FlagSpec<Readonly<Record<string, readonly string[]>>> {
-  return {
-    usage,
-    typeName: 'colonSeparatedMultimapStringString',
-    parse(text, previous) {
-      const out: Record<string, string[]> = {};
-      for (const [k, v] of Object.entries(previous ?? {})) out[k] = [...v];
-      for (const pair of text.split(',')) {
-        if (pair.trim() === '') continue;
-        const at = pair.indexOf(':');
-        const key = at < 0 ? '' : pair.slice(0, at).trim();
-        if (key === '') {
-          throw new Error(`malformed pair ${JSON.stringify(pair)}, expect string:string`);
-        }
-        (out[key] ??= []).push(pair.slice(at + 1).trim());
-      }
-      return out;
-    },
-  };
-}
 
 /** Throws the reason when `check` finds one: list and map items report this way. */
 function orThrow(why: string | null): void {
