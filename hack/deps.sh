@@ -18,7 +18,7 @@ APT_PACKAGES=(
   containerd runc containernetworking-plugins iptables iproute2 # runtimes and CNI
   util-linux                                                    # flock: the kube-proxy lock
   docker-registry apache2-utils openssl                         # registry with htpasswd, PKI
-  busybox-static gcc libc6-dev                                  # test images
+  busybox-static gcc libc6-dev mmdebstrap                       # test images
   ca-certificates curl unzip tar git make                       # tooling
 )
 missing=()

@@ -15,6 +15,10 @@
  *   nonewprivs 1.4     test/images/nonewprivs (nnp, setuid root) on busybox
  *   nonroot 1.5        busybox with USER 1234
  *   coredns            the cluster DNS (hack/conformance/build-go.sh builds it)
+ *   glibc-dns-testing 2.1.1
+ *                      Debian bookworm minbase with dnsutils, by mmdebstrap, as
+ *                      upstream's (bookworm-slim + dnsutils); without upstream's extra
+ *                      coredns 1.5.0 download, which no node-facing spec runs
  *
  * Every image is named under CONFORMANCE_REGISTRY, which KUBE_TEST_REPO_LIST maps the
  * suite's registries to (hack/conformance/repo-list.ts); the runtime gets them
@@ -86,6 +90,8 @@ async function recipes(): Promise<Recipe[]> {
   const nginx = await debPackage('nginx');
   const nginxCommon = await debPackage('nginx-common');
   const coredns = join(cacheDir(), 'bin', `coredns-${COREDNS_VERSION}`, 'coredns');
+  const { stdout: dnsutilsPolicy } = await run('apt-cache', ['policy', 'bind9-dnsutils']);
+  const dnsutilsVersion = /Candidate:\s*(\S+)/.exec(dnsutilsPolicy)?.[1] ?? '';
   const busyboxBase = async (rootfs: string): Promise<void> => {
     await baseFiles(rootfs);
     await installBusybox(bb.binary, rootfs);
@@ -204,6 +210,29 @@ async function recipes(): Promise<Recipe[]> {
         await baseFiles(rootfs);
         await copyFile(coredns, join(rootfs, 'coredns'));
         await chmod(join(rootfs, 'coredns'), 0o755);
+      },
+    },
+    {
+      name: 'glibc-dns-testing',
+      repoTags: ['e2e-test-images/glibc-dns-testing:2.1.1'],
+      // The Debian snapshot drifts with the mirror: the dnsutils version stands for it.
+      inputs: [dnsutilsVersion],
+      config: { cmd: ['bash'], env: [PATH_ENV] },
+      async populate(rootfs) {
+        // A real glibc userland is the point of this image (the hostnameOverride specs
+        // run glibc's `hostname -f`), so it is a Debian system, not busybox.
+        await run(
+          'mmdebstrap',
+          [
+            '--quiet',
+            '--variant=minbase',
+            '--include=dnsutils,hostname',
+            '--dpkgopt=path-exclude=/usr/share/{doc,man,locale}/*',
+            'bookworm',
+            rootfs,
+          ],
+          { timeoutMs: 900_000 },
+        );
       },
     },
   ];
