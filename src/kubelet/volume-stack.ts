@@ -66,6 +66,7 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     mounter,
     logger: logger.child({ plugin: 'kubernetes.io/csi' }),
     clock: o.clock,
+    tokens,
   });
   const volumes = new HostVolumeManager({
     rootDir: o.rootDir,

@@ -26,7 +26,18 @@ export interface DriverPolicy {
   readonly podInfoOnMount: boolean;
   readonly lifecycleModes: readonly string[];
   readonly fsGroupPolicy: 'ReadWriteOnceWithFSType' | 'File' | 'None';
-  readonly tokenRequests: number;
+  /** spec.tokenRequests: the audiences NodePublishVolume gets service-account tokens for. */
+  readonly tokenRequests: readonly CsiTokenRequest[];
+  /** spec.requiresRepublish: NodePublishVolume again on every sync of the pod. */
+  readonly requiresRepublish: boolean;
+  /** spec.serviceAccountTokenInSecrets: the tokens go in the secrets, not the context. */
+  readonly tokenInSecrets: boolean;
+}
+
+export interface CsiTokenRequest {
+  /** '' asks for the apiserver's own audiences. */
+  readonly audience: string;
+  readonly expirationSeconds?: number | undefined;
 }
 
 const DEFAULT_POLICY: DriverPolicy = {
@@ -35,7 +46,9 @@ const DEFAULT_POLICY: DriverPolicy = {
   podInfoOnMount: false,
   lifecycleModes: ['Persistent'],
   fsGroupPolicy: 'ReadWriteOnceWithFSType',
-  tokenRequests: 0,
+  tokenRequests: [],
+  requiresRepublish: false,
+  tokenInSecrets: false,
 };
 
 export async function driverPolicy(
@@ -61,7 +74,14 @@ export async function driverPolicy(
       fsGroupPolicy === 'File' || fsGroupPolicy === 'None'
         ? fsGroupPolicy
         : 'ReadWriteOnceWithFSType',
-    tokenRequests: spec.tokenRequests?.length ?? 0,
+    tokenRequests: (spec.tokenRequests ?? []).map((t) => ({
+      audience: t.audience,
+      expirationSeconds: t.expirationSeconds,
+    })),
+    requiresRepublish: spec.requiresRepublish === true,
+    // Newer than the kubernetes-types release berth uses (storage/v1 since 1.35).
+    tokenInSecrets:
+      (spec as { serviceAccountTokenInSecrets?: boolean }).serviceAccountTokenInSecrets === true,
   };
 }
 

@@ -9,6 +9,7 @@ import type { KubeClient } from '../../kube/types.ts';
 import type { Clock } from '../../util/clock.ts';
 import type { Logger } from '../../util/logger.ts';
 import type { Mounter } from '../mounter.ts';
+import type { ServiceAccountTokens } from '../sources/token-manager.ts';
 import type { MountedVolume } from '../types.ts';
 import { expandIfNeeded } from './expand.ts';
 import { CsiSetUp } from './setup.ts';
@@ -26,6 +27,8 @@ export interface CsiVolumePluginOptions {
   readonly clock: Clock;
   /** How long a set-up waits for the VolumeAttachment (default: upstream's 2 min 3 s). */
   readonly attachTimeoutMs?: number;
+  /** The kubelet's token manager, for CSIDrivers with tokenRequests. */
+  readonly tokens?: ServiceAccountTokens;
 }
 
 export class CsiVolumePlugin {

@@ -5,6 +5,11 @@
  * per volume on the node) -> NodePublishVolume to the pod's target -> fsGroup ownership
  * unless the driver applies it itself (VOLUME_MOUNT_GROUP). vol_data.json is written
  * before each call so the tear-down side finds the volume from disk alone.
+ *
+ * A published volume is left alone by later syncs of its pod, unless its CSIDriver says
+ * requiresRepublish: then every sync publishes it again (upstream's RequiresRemount, so
+ * the driver sees fresh service-account tokens), and a failed republish leaves the
+ * existing target in place for the pod.
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { lstat, mkdir } from 'node:fs/promises';
@@ -14,6 +19,7 @@ import type { KubeClient } from '../../kube/types.ts';
 import type { Clock } from '../../util/clock.ts';
 import type { Logger } from '../../util/logger.ts';
 import { setVolumeOwnership } from '../ownership.ts';
+import type { ServiceAccountTokens } from '../sources/token-manager.ts';
 import type { MountedVolume } from '../types.ts';
 import {
   checkLifecycleMode,
@@ -32,6 +38,7 @@ import {
 } from './paths.ts';
 import type { CsiVolumeSpec } from './spec.ts';
 import { detail, isFinalError, opError, prefixed, type CsiVolumeState } from './state.ts';
+import { serviceAccountTokenAttrs } from './tokens.ts';
 import { saveVolData } from './vol-data.ts';
 
 /** Upstream's podAttachAndMountTimeout. */
@@ -45,6 +52,8 @@ export interface CsiSetUpOptions {
   readonly clock: Clock;
   /** Default: upstream's 2 min 3 s. */
   readonly attachTimeoutMs?: number | undefined;
+  /** Tokens for CSIDrivers with tokenRequests; without it such drivers' volumes fail. */
+  readonly tokens?: ServiceAccountTokens | undefined;
 }
 
 function accessModeOf(k8sMode: string, multiWriter: boolean): CsiAccessMode {
@@ -92,8 +101,9 @@ export class CsiSetUp {
       pods.add(uid);
       this.#s.inUse.set(name, pods);
     }
-    if (this.#s.published.has(key)) return mounted;
+    if (this.#s.published.has(key) && !this.#s.republish.has(key)) return mounted;
     return this.#s.queue.run(volumeKey, async () => {
+      const remount = this.#s.published.has(key);
       const policy = await driverPolicy(this.#o.kube, spec.driver, signal).catch((err: unknown) => {
         if (signal.aborted) throw err;
         throw opError(
@@ -170,9 +180,7 @@ export class CsiSetUp {
       await this.#publish(
         pod,
         spec,
-        target,
-        staging,
-        publishContext,
+        { target, staging, publishContext, remount },
         capability(),
         policy,
         client,
@@ -197,7 +205,9 @@ export class CsiSetUp {
         }
       }
       this.#s.published.add(key);
-      this.#o.logger.info('Volume published', {
+      if (policy.requiresRepublish) this.#s.republish.add(key);
+      else this.#s.republish.delete(key);
+      this.#o.logger.info(remount ? 'Volume republished' : 'Volume published', {
         podUID: uid,
         volume: spec.podVolumeName,
         driver: spec.driver,
@@ -256,31 +266,41 @@ export class CsiSetUp {
   async #publish(
     pod: Pod,
     spec: CsiVolumeSpec,
-    target: string,
-    staging: string,
-    publishContext: Record<string, string>,
+    at: {
+      readonly target: string;
+      readonly staging: string;
+      readonly publishContext: Record<string, string>;
+      /** A republish of a volume the pod already uses (requiresRepublish). */
+      readonly remount: boolean;
+    },
     capability: CsiVolumeCapability,
     policy: DriverPolicy,
     client: CsiNodeClient,
     signal: AbortSignal,
   ): Promise<void> {
-    if (policy.tokenRequests > 0) {
-      // Refused, not ignored: a driver that asked for tokens would run without them.
-      throw opError(
-        'MountVolume.SetUp',
-        spec.specName,
-        prefixed(
-          `CSIDriver ${spec.driver} asks for service account tokens (tokenRequests), which berth does not provide yet`,
-        ),
-      );
-    }
-    const secrets =
+    const { target, staging, publishContext } = at;
+    let secrets =
       spec.publishSecretRef === undefined
         ? {}
         : await secretStrings(this.#o.kube, spec.publishSecretRef, 'NodePublishSecretRef', signal);
-    const attributes = policy.podInfoOnMount
+    let attributes = policy.podInfoOnMount
       ? { ...spec.attributes, ...podInfo(pod, spec.lifecycle) }
       : spec.attributes;
+    let tokenAttrs: Record<string, string> | undefined;
+    try {
+      tokenAttrs = await serviceAccountTokenAttrs(this.#o.tokens, pod, policy, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw opError(
+        'MountVolume.SetUp',
+        spec.specName,
+        prefixed(`mounter.SetUpAt failed to get service accoount token attributes: ${detail(err)}`),
+      );
+    }
+    if (tokenAttrs !== undefined) {
+      if (policy.tokenInSecrets) secrets = { ...secrets, ...tokenAttrs };
+      else attributes = { ...attributes, ...tokenAttrs };
+    }
     const parent = path.dirname(target);
     await mkdir(parent, { recursive: true, mode: 0o750 });
     await saveVolData(parent, {
@@ -307,7 +327,10 @@ export class CsiSetUp {
       );
     } catch (err) {
       if (signal.aborted) throw err;
-      if (isFinalError(err)) await this.#s.forgetTarget(target).catch(() => undefined);
+      // A republish keeps the target: the pod's containers use what is mounted there.
+      if (isFinalError(err) && !at.remount) {
+        await this.#s.forgetTarget(target).catch(() => undefined);
+      }
       // The staging may be what failed (a driver restarted and lost it): stage again next time.
       this.#s.staged.delete(`${spec.driver}^${spec.volumeHandle}`);
       // Upstream returns the driver's error as it is (csi_mounter.go SetUpAt).

@@ -68,6 +68,8 @@ export class CsiVolumeState {
   readonly staged = new Set<string>();
   /** Pod volumes this process published (<uid>/<spec name>). */
   readonly published = new Set<string>();
+  /** Of those, the ones whose CSIDriver asks for requiresRepublish. */
+  readonly republish = new Set<string>();
   /** Persistent volumes in use (unique name) -> the pods using them. */
   readonly inUse = new Map<string, Set<string>>();
   readonly #registry: CsiDriverRegistry;

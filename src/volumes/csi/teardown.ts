@@ -67,6 +67,7 @@ export class CsiTearDown {
         await rmdir(volDir).catch(() => undefined);
       });
       this.#s.published.delete(`${uid}/${data.specVolID ?? name}`);
+      this.#s.republish.delete(`${uid}/${data.specVolID ?? name}`);
       if (data.volumeLifecycleMode !== 'Ephemeral') {
         touched.push({ driver: data.driverName, handle: data.volumeHandle });
       }
