@@ -256,6 +256,19 @@ function fail(source: string, issues: ConfigIssue[]): never {
 }
 
 /**
+ * The document as plain values. yaml throws a bare ReferenceError when aliases would
+ * expand past the cap (a "billion laughs" file); that is a bad file, not a crash.
+ */
+function toPlain(doc: Document, source: string): unknown {
+  try {
+    return doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    return fail(source, [{ source, field: null, message: `invalid YAML: ${why}` }]);
+  }
+}
+
+/**
  * Parses and type-checks the text of a KubeletConfiguration file.
  * @param source the file's path, used in messages
  * @throws ConfigError with every problem, each with its field and line
@@ -288,7 +301,7 @@ export function parseKubeletConfigFile(text: string, source: string): ParsedKube
     });
   };
 
-  const input = withoutNulls(doc.toJS({ maxAliasCount: 100 }));
+  const input = withoutNulls(toPlain(doc, source));
   if (input === null || typeof input !== 'object' || Array.isArray(input)) {
     fail(source, [
       located([], `expected a ${KUBELET_CONFIG_KIND} mapping, got ${describeValue(input)}`),
