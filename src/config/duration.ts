@@ -75,7 +75,9 @@ export function parseGoDurationNs(text: string): bigint {
  * @throws DurationSyntaxError for anything `time.ParseDuration` rejects.
  */
 export function parseGoDuration(text: string): number {
-  return Number(parseGoDurationNs(text)) / 1e6;
+  const ns = parseGoDurationNs(text);
+  // Whole milliseconds apart from the rest: Number(ns) alone rounds past 2^53 ns (104 days).
+  return Number(ns / 1_000_000n) + Number(ns % 1_000_000n) / 1e6;
 }
 
 /** Like parseGoDuration, but undefined instead of throwing. */
@@ -96,7 +98,9 @@ function trimFraction(digits: string): string {
  * "1.5s", "0s"), for usage text and messages that quote upstream-style values.
  */
 export function formatGoDuration(ms: number): string {
-  let ns = BigInt(Math.round(ms * 1e6));
+  // Whole milliseconds apart from the fraction: ms * 1e6 as a double is inexact past 104 days.
+  const whole = Math.trunc(ms);
+  let ns = BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6));
   if (ns === 0n) return '0s';
   const sign = ns < 0n ? '-' : '';
   if (ns < 0n) ns = -ns;
