@@ -168,6 +168,13 @@ describe('loadConfig', () => {
       ),
       /Cannot load \/c.yaml: field "cpuManagerPolicy": "static" is not supported by berth yet: .* \(line 3, column 19\)$/,
     );
+    await assert.rejects(
+      loadConfig(
+        ['--config=/c.yaml'],
+        fakes({ '/c.yaml': `${HEADER}kernelMemcgNotification: true\n` }),
+      ),
+      /field "kernelMemcgNotification": true is not supported by berth yet: berth detects memory pressure at evictionMonitoringPeriod only/,
+    );
     // The values berth behaves as are accepted, set explicitly or not.
     const c = await loadConfig(
       ['--config=/c.yaml', '--register-node=true'],

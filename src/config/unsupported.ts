@@ -154,6 +154,16 @@ const SETTINGS: readonly Setting[] = [
     value: (c) => c.memorySwap.swapBehavior,
   },
   {
+    // Upstream's default is off too; on, it arms a cgroup v1 memory.usage_in_bytes
+    // eventfd through cgroup.event_control, which Node cannot create without a native
+    // addon. berth's eviction manager sees memory pressure at its monitoring period.
+    path: 'kernelMemcgNotification',
+    berth:
+      'detects memory pressure at evictionMonitoringPeriod only, without the kernel memcg notification',
+    ok: (c) => !c.kernelMemcgNotification,
+    value: (c) => c.kernelMemcgNotification,
+  },
+  {
     path: 'imageServiceEndpoint',
     berth: 'pulls images through containerRuntimeEndpoint',
     ok: (c) =>
