@@ -24,7 +24,7 @@ import type { KubeletServer } from '../server/server.ts';
 import { StatusManager } from '../status/manager.ts';
 import { Backoff } from '../util/backoff.ts';
 import { isAborted } from '../util/errors.ts';
-import { podObjectRefs } from '../volumes/sources/index.ts';
+import { podObjectRefs, projectsTrustBundle } from '../volumes/sources/index.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { resizeStackOf, type ResizeStack } from './resize-stack.ts';
 import {
@@ -107,15 +107,26 @@ export class Kubelet {
       pods: () => this.static.config.pods().values(),
       volumeStatsAggPeriodMs: options.volumeStatsAggPeriodMs,
       metrics,
+      clusterTrustBundleProjection:
+        options.standalone !== true &&
+        options.featureGates?.['ClusterTrustBundleProjection'] !== false,
     });
     this.volumes.objects.onChange((kind, ns, name) => {
       this.#resyncUsers(kind, ns, name);
+    });
+    // Upstream waits for the next periodic sync; resyncing the projecting pods at once
+    // writes the new bundle as soon as it is seen.
+    this.volumes.trustBundles?.onChange(() => {
+      for (const pod of this.static.config.pods().values()) {
+        if (projectsTrustBundle(pod)) this.podWorkers.update(pod, 'update');
+      }
     });
     this.podCgroups =
       deps.cgroups === undefined || !options.cgroupsPerQOS
         ? undefined
         : new PodCgroups({
             cgroups: deps.cgroups,
+            ...(deps.systemdCgroups !== undefined && { systemdCgroups: deps.systemdCgroups }),
             cgroupRoot: options.cgroupRoot,
             driver: () => this.#cgroupDriver,
             podPidsLimit: options.podPidsLimit,

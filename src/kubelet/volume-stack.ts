@@ -1,8 +1,9 @@
 /**
  * Builds the volume manager with everything it reads from: the watch-based cache of
- * referenced configMaps and secrets, the service-account token manager (TokenRequest)
- * and the downward API resolver. The kubelet owns the returned parts: it registers
- * pods with the cache, runs the token manager and stops both.
+ * referenced configMaps and secrets, the service-account token manager (TokenRequest),
+ * the downward API resolver and the ClusterTrustBundles of projections. The kubelet
+ * owns the returned parts: it registers pods with the cache, runs the token manager and
+ * the trust bundles, and stops them.
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { CsiDriverRegistry } from '../csi/types.ts';
@@ -14,7 +15,13 @@ import type { Logger } from '../util/logger.ts';
 import { CsiVolumePlugin } from '../volumes/csi/plugin.ts';
 import { HostVolumeManager } from '../volumes/manager.ts';
 import { SystemMounter, type Mounter } from '../volumes/mounter.ts';
-import { ApiVolumeSources, TokenManager, WatchingObjectCache } from '../volumes/sources/index.ts';
+import {
+  ApiVolumeSources,
+  DisabledTrustBundles,
+  TokenManager,
+  TrustBundleCache,
+  WatchingObjectCache,
+} from '../volumes/sources/index.ts';
 import { VolumeStatsCollector } from '../volumes/stats.ts';
 import type { VolumeManager } from '../volumes/types.ts';
 
@@ -34,12 +41,16 @@ export interface VolumeStackOptions {
   readonly pods: () => Iterable<Pod>;
   readonly volumeStatsAggPeriodMs?: number | undefined;
   readonly metrics?: KubeletMetrics | undefined;
+  /** Gate ClusterTrustBundleProjection (GA in v1.37, default on); off in standalone mode. */
+  readonly clusterTrustBundleProjection: boolean;
 }
 
 export interface VolumeStack {
   readonly volumes: VolumeManager;
   readonly objects: WatchingObjectCache;
   readonly tokens: TokenManager;
+  /** ClusterTrustBundles for projections; undefined when the gate is off (nothing to run). */
+  readonly trustBundles: TrustBundleCache | undefined;
   /** Volume usage for /stats/summary, eviction and kubelet_volume_stats_*; the kubelet runs it. */
   readonly stats: VolumeStatsCollector;
 }
@@ -56,7 +67,17 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
         : (pod.status?.podIPs ?? []).map((p) => p.ip ?? '').filter((ip) => ip !== ''),
     nodeAllocatable: o.nodeAllocatable,
   });
-  const sources = new ApiVolumeSources({ kube: o.kube, cache: objects, tokens, downward, logger });
+  const trustBundles = o.clusterTrustBundleProjection
+    ? new TrustBundleCache({ kube: o.kube, clock: o.clock, logger })
+    : undefined;
+  const sources = new ApiVolumeSources({
+    kube: o.kube,
+    cache: objects,
+    tokens,
+    downward,
+    logger,
+    trustBundles: trustBundles ?? new DisabledTrustBundles(),
+  });
   const mounter = o.mounter ?? new SystemMounter();
   const csi = new CsiVolumePlugin({
     rootDir: o.rootDir,
@@ -95,5 +116,5 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     }),
   });
   metrics?.observeVolumes(() => stats.all());
-  return { volumes, objects, tokens, stats };
+  return { volumes, objects, tokens, trustBundles, stats };
 }

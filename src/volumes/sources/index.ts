@@ -14,6 +14,7 @@ import type { KindObject, ObjectKind, ObjectReader } from './payload.ts';
 import { resolveProjectedVolume } from './projected.ts';
 import { resolveSecretVolume } from './secret.ts';
 import type { ServiceAccountTokens } from './token-manager.ts';
+import type { ClusterTrustBundles } from './trust-bundles.ts';
 
 export {
   WatchingObjectCache,
@@ -41,6 +42,14 @@ export {
 } from './payload.ts';
 export { podObjectRefs, type PodObjectRefs } from './pod-refs.ts';
 export { podServiceAccount } from './projected.ts';
+export {
+  DisabledTrustBundles,
+  projectsTrustBundle,
+  TrustBundleCache,
+  type ClusterTrustBundles,
+  type TrustBundleCacheOptions,
+  type TrustBundleChangeListener,
+} from './trust-bundles.ts';
 
 export interface ApiVolumeSourcesOptions {
   readonly kube: KubeClient;
@@ -51,6 +60,8 @@ export interface ApiVolumeSourcesOptions {
   readonly cache?: ObjectReader;
   readonly tokens: ServiceAccountTokens;
   readonly downward: DownwardResolver;
+  /** clusterTrustBundle projections (default: off, as with the gate disabled). */
+  readonly trustBundles?: ClusterTrustBundles;
   readonly logger: Logger;
 }
 
@@ -81,12 +92,14 @@ export class ApiVolumeSources implements VolumeSourceResolver {
   readonly #objects: ObjectReader;
   readonly #tokens: ServiceAccountTokens;
   readonly #downward: DownwardResolver;
+  readonly #trustBundles: ClusterTrustBundles | undefined;
   readonly #log: Logger;
 
   constructor(options: ApiVolumeSourcesOptions) {
     this.#objects = options.cache ?? new DirectObjectReader(options.kube);
     this.#tokens = options.tokens;
     this.#downward = options.downward;
+    this.#trustBundles = options.trustBundles;
     this.#log = options.logger.child({ component: 'volume-sources' });
   }
 
@@ -107,7 +120,12 @@ export class ApiVolumeSources implements VolumeSourceResolver {
         pod,
         volume,
         volume.projected,
-        { objects: this.#objects, tokens: this.#tokens, downward: this.#downward },
+        {
+          objects: this.#objects,
+          tokens: this.#tokens,
+          downward: this.#downward,
+          ...(this.#trustBundles !== undefined && { trustBundles: this.#trustBundles }),
+        },
         signal,
       );
     } else {

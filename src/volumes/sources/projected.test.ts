@@ -1,6 +1,6 @@
 /**
  * projected volumes: merged sources, per-source optional, aggregated errors, conflicting
- * paths, tokens (mode with fsGroup), unsupported clusterTrustBundle.
+ * paths, tokens (mode with fsGroup), clusterTrustBundle (off, by name, by signer, modes).
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -130,12 +130,74 @@ describe('resolveProjectedVolume', () => {
     }
   });
 
-  test('clusterTrustBundle is unsupported; an escaping token path is refused', async () => {
-    const d = deps();
+  test('clusterTrustBundle: off without a source, by name or signer, 0600 with fsGroup', async () => {
+    const off = deps();
     await assert.rejects(
-      resolve(podWith({}), volume([{ clusterTrustBundle: { name: 'b', path: 'ca.pem' } }]), d),
-      /does not support ClusterTrustBundle/,
+      resolve(podWith({}), volume([{ clusterTrustBundle: { name: 'b', path: 'ca.pem' } }]), off),
+      (err: unknown) =>
+        err instanceof VolumeError &&
+        err.message === 'ClusterTrustBundle projection is not supported in static kubelet mode',
     );
+    const asked: string[] = [];
+    const d: ProjectedDeps = {
+      ...deps(),
+      trustBundles: {
+        byName: (name, allowMissing) => {
+          asked.push(`name:${name}:${String(allowMissing)}`);
+          return Promise.resolve(Buffer.from('PEM-A'));
+        },
+        bySigner: (signer, selector, allowMissing) => {
+          asked.push(`signer:${signer}:${JSON.stringify(selector)}:${String(allowMissing)}`);
+          return Promise.resolve(Buffer.from('PEM-B'));
+        },
+      },
+    };
+    const got = await resolve(
+      podWith({}),
+      volume(
+        [
+          { clusterTrustBundle: { name: 'b', path: 'a.pem' } },
+          {
+            clusterTrustBundle: {
+              signerName: 'example.com/s',
+              labelSelector: {},
+              optional: true,
+              path: 'dir/b.pem',
+            },
+          },
+        ],
+        0o440,
+      ),
+      d,
+    );
+    assert.deepEqual(
+      plain(got.payload),
+      plain(
+        new Map([
+          ['a.pem', { data: Buffer.from('PEM-A'), mode: 0o440 }],
+          ['dir/b.pem', { data: Buffer.from('PEM-B'), mode: 0o440 }],
+        ]),
+      ),
+    );
+    assert.deepEqual(asked, ['name:b:false', 'signer:example.com/s:{}:true']);
+    const withGroup = await resolve(
+      podWith({ securityContext: { fsGroup: 5 } }),
+      volume([{ clusterTrustBundle: { name: 'b', path: 'a.pem' } }]),
+      d,
+    );
+    assert.equal(withGroup.payload.get('a.pem')?.mode, 0o600);
+    await assert.rejects(
+      resolve(podWith({}), volume([{ clusterTrustBundle: { path: 'x.pem' } }]), d),
+      /requires either name or signerName to be set/,
+    );
+    await assert.rejects(
+      resolve(podWith({}), volume([{ clusterTrustBundle: { name: 'b', path: '../x' } }]), d),
+      (err: unknown) => err instanceof VolumeError && err.code === 'BERTH_VOLUME_PATH_ESCAPE',
+    );
+  });
+
+  test('an escaping token path is refused', async () => {
+    const d = deps();
     await assert.rejects(
       resolve(podWith({}), volume([{ serviceAccountToken: { path: '../token' } }]), d),
       (err: unknown) => err instanceof VolumeError && err.code === 'BERTH_VOLUME_PATH_ESCAPE',

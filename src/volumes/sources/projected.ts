@@ -1,6 +1,6 @@
 /**
- * projected volumes (upstream pkg/volume/projected): configMap, secret, downwardAPI and
- * serviceAccountToken sources merged into one directory on tmpfs. Every source is
+ * projected volumes (upstream pkg/volume/projected): configMap, secret, downwardAPI,
+ * serviceAccountToken and clusterTrustBundle sources merged into one directory on tmpfs. Every source is
  * collected, failures are reported together (as upstream's error aggregate), and two
  * sources writing the same path are refused.
  */
@@ -24,12 +24,15 @@ import {
 } from './payload.ts';
 import { secretPayload } from './secret.ts';
 import { DEFAULT_TOKEN_EXPIRATION_SECONDS, type ServiceAccountTokens } from './token-manager.ts';
+import { DisabledTrustBundles, type ClusterTrustBundles } from './trust-bundles.ts';
 
 /** What a projected volume reads from. */
 export interface ProjectedDeps {
   readonly objects: ObjectReader;
   readonly tokens: ServiceAccountTokens;
   readonly downward: DownwardResolver;
+  /** Default: the projection is off (upstream's message for every bundle). */
+  readonly trustBundles?: ClusterTrustBundles;
 }
 
 /** The service account a pod runs as (the apiserver defaults it to "default"). */
@@ -61,6 +64,34 @@ async function tokenPayload(
   // read, so the token is never readable by other users of the node.
   const mode = pod.spec?.securityContext?.fsGroup === undefined ? defaultMode & 0o777 : 0o600;
   return new Map([[source.path, { data: Buffer.from(token.token, 'utf8'), mode }]]);
+}
+
+type TrustBundleSource = NonNullable<Source['clusterTrustBundle']>;
+
+async function trustBundlePayload(
+  pod: Pod,
+  source: TrustBundleSource,
+  defaultMode: number,
+  deps: ProjectedDeps,
+  signal: AbortSignal,
+): Promise<Payload> {
+  checkPayloadPath(source.path, 'clusterTrustBundle');
+  const bundles = deps.trustBundles ?? new DisabledTrustBundles();
+  const allowMissing = source.optional === true;
+  let data: Buffer;
+  if (source.name !== undefined) {
+    data = await bundles.byName(source.name, allowMissing, signal);
+  } else if (source.signerName !== undefined) {
+    data = await bundles.bySigner(source.signerName, source.labelSelector, allowMissing, signal);
+  } else {
+    throw new VolumeError(
+      'BERTH_VOLUME_INVALID',
+      'ClusterTrustBundle projection requires either name or signerName to be set',
+    );
+  }
+  // As upstream: with an fsGroup the file starts 0600 and ownership adds group read.
+  const mode = pod.spec?.securityContext?.fsGroup === undefined ? defaultMode & 0o777 : 0o600;
+  return new Map([[source.path, { data, mode }]]);
 }
 
 type Source = NonNullable<ProjectedVolumeSource['sources']>[number];
@@ -98,10 +129,7 @@ async function sourcePayload(
     return tokenPayload(pod, source.serviceAccountToken, defaultMode, deps.tokens, signal);
   }
   if (source.clusterTrustBundle !== undefined) {
-    throw new VolumeError(
-      'BERTH_VOLUME_INVALID',
-      'Cannot project a clusterTrustBundle: berth does not support ClusterTrustBundle projections',
-    );
+    return trustBundlePayload(pod, source.clusterTrustBundle, defaultMode, deps, signal);
   }
   throw new VolumeError(
     'BERTH_VOLUME_INVALID',
