@@ -1,8 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { MemoryLogger } from '../util/logger.ts';
 import { FakeCgroupManager } from './fake.ts';
+import { FakeSystemdBus } from './fake-systemd.ts';
+import { SystemdCgroupManager } from './systemd.ts';
 import { PodCgroups, podResources, toSystemdName } from './pod-cgroups.ts';
 
 function pod(uid: string, containers: Partial<Container>[]): Pod {
@@ -93,7 +98,7 @@ describe('PodCgroups', () => {
     assert.equal(cgroups.groups.has('/berth-x/kubepods/burstable/podb'), false);
   });
 
-  test('with systemd the slices are only named, never created by berth', async () => {
+  test('with systemd and no systemd manager the slices are only named, never created', async () => {
     const { cgroups, pc } = setup('systemd');
     await pc.start({ cpuMilli: 2000 });
     await pc.ensurePod(burstable);
@@ -105,6 +110,50 @@ describe('PodCgroups', () => {
     assert.equal(
       toSystemdName('/kubepods/burstable/pod12-34'),
       '/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice',
+    );
+  });
+
+  test('with systemd and a systemd manager berth makes, limits and stops the slices', async (t) => {
+    const root = await mkdtemp(join(tmpdir(), 'berth-podslices-'));
+    t.after(() => rm(root, { recursive: true, force: true }));
+    const bus = new FakeSystemdBus({ mountRoot: root });
+    const cgroups = new FakeCgroupManager();
+    const pc = new PodCgroups({
+      cgroups,
+      systemdCgroups: new SystemdCgroupManager({ version: 'v2', bus, mountRoot: root }),
+      cgroupRoot: '/',
+      driver: () => 'systemd',
+      podPidsLimit: 1024,
+      logger: new MemoryLogger(),
+    });
+    const uid = '12-34';
+    const g = { ...guaranteed, metadata: { ...guaranteed.metadata, uid } };
+    await pc.start({ cpuMilli: 2000, memoryBytes: 1 << 30 });
+    await pc.ensurePod(g);
+    assert.equal(cgroups.groups.size, 0);
+    assert.deepEqual(
+      bus.calls.filter((c) => c.method === 'startTransientUnit').map((c) => c.unit),
+      [
+        'kubepods.slice',
+        'kubepods-burstable.slice',
+        'kubepods-besteffort.slice',
+        'kubepods-pod12_34.slice',
+      ],
+    );
+    assert.equal(pc.cgroupParent(g), '/kubepods.slice/kubepods-pod12_34.slice');
+    const dir = join(root, 'kubepods.slice/kubepods-pod12_34.slice');
+    assert.equal((await readFile(join(dir, 'cpu.max'), 'utf8')).trim(), '75000 100000');
+    assert.equal((await readFile(join(dir, 'memory.max'), 'utf8')).trim(), String(96 << 20));
+    assert.equal((await readFile(join(dir, 'pids.max'), 'utf8')).trim(), '1024');
+    assert.equal(
+      (await readFile(join(root, 'kubepods.slice/memory.max'), 'utf8')).trim(),
+      String(1 << 30),
+    );
+    assert.deepEqual(await pc.cleanupOrphans(new Set([uid])), []);
+    assert.equal(await pc.destroyPod(uid), true);
+    assert.equal(bus.units.has('kubepods-pod12_34.slice'), false);
+    assert.ok(
+      bus.calls.some((c) => c.method === 'stopUnit' && c.unit === 'kubepods-pod12_34.slice'),
     );
   });
 });

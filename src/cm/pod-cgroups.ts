@@ -9,8 +9,11 @@
  *                                         sets one) limits; podPidsLimit
  *
  * The runtime creates the containers' cgroups inside the pod's (CRI cgroup_parent).
- * With the systemd driver the slices belong to systemd: berth only names them (the
- * runtime creates them through systemd) and sets no pod-level limits itself.
+ * With the systemd driver the same hierarchy is made of slices (kubepods.slice,
+ * kubepods-burstable.slice, kubepods-burstable-pod<uid_with_underscores>.slice) that
+ * berth creates, limits and stops through systemd (systemd.ts), as upstream does;
+ * the runtime puts the containers' scopes inside the pod's slice. Without a systemd
+ * manager (no system bus given) berth only names the slices and sets no limits.
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { podRequests } from '../admission/predicates.ts';
@@ -20,7 +23,10 @@ import { milliCpu, parseQuantity } from '../util/quantity.ts';
 import type { CgroupManager, CgroupResources, CgroupState } from './types.ts';
 
 export interface PodCgroupsOptions {
+  /** The cgroupfs driver's manager. */
   readonly cgroups: CgroupManager;
+  /** The systemd driver's manager (systemd.ts); without it the slices are left alone. */
+  readonly systemdCgroups?: CgroupManager;
   /** The kubelet's cgroupRoot ('' or '/' for the hierarchy root). */
   readonly cgroupRoot: string;
   /** The runtime's cgroup driver (known once the runtime answered RuntimeConfig). */
@@ -126,17 +132,31 @@ export class PodCgroups {
     return this.#o.driver() === 'systemd' ? toSystemdName(name) : name;
   }
 
+  /** The manager of the runtime's driver; undefined when berth cannot manage its cgroups. */
+  #manager(): CgroupManager | undefined {
+    return this.#o.driver() === 'cgroupfs' ? this.#o.cgroups : this.#o.systemdCgroups;
+  }
+
   #managed(): boolean {
-    return this.#o.driver() === 'cgroupfs';
+    return this.#manager() !== undefined;
+  }
+
+  #cg(): CgroupManager {
+    const m = this.#manager();
+    if (m === undefined) throw new Error('Cannot manage pod cgroups: no manager for the driver');
+    return m;
   }
 
   /** Creates kubepods and the QoS tiers; kubepods gets the node's allocatable. */
   async start(allocatable: { cpuMilli: number; memoryBytes?: number }): Promise<void> {
     if (!this.#managed()) {
-      this.#o.logger.info('systemd cgroup driver: pod and QoS slices are left to the runtime');
+      this.#o.logger.info(
+        'systemd cgroup driver without a system bus: pod and QoS slices are left to the runtime',
+      );
       return;
     }
-    const { cgroups, cgroupRoot } = this.#o;
+    const cgroups = this.#cg();
+    const { cgroupRoot } = this.#o;
     await cgroups.ensure(qosCgroupName(cgroupRoot, 'Guaranteed'), {
       cpuShares: milliCpuToShares(allocatable.cpuMilli),
       ...(allocatable.memoryBytes !== undefined && { memoryLimit: allocatable.memoryBytes }),
@@ -149,8 +169,8 @@ export class PodCgroups {
   async ensurePod(pod: Pod): Promise<void> {
     if (!this.#managed()) return;
     const name = this.podCgroupName(pod);
-    if (await this.#o.cgroups.exists(name)) return;
-    await this.#o.cgroups.ensure(name, podResources(pod, this.#o.podPidsLimit));
+    if (await this.#cg().exists(name)) return;
+    await this.#cg().ensure(name, podResources(pod, this.#o.podPidsLimit));
   }
 
   /** What the pod cgroup should have for `pod` (its allocated resources). */
@@ -165,8 +185,8 @@ export class PodCgroups {
   async readPod(pod: Pod): Promise<CgroupState | undefined> {
     if (!this.#managed()) return undefined;
     const name = this.podCgroupName(pod);
-    if (!(await this.#o.cgroups.exists(name))) return undefined;
-    return this.#o.cgroups.read(name);
+    if (!(await this.#cg().exists(name))) return undefined;
+    return this.#cg().read(name);
   }
 
   /**
@@ -177,9 +197,9 @@ export class PodCgroups {
   async resizePod(pod: Pod, change: CgroupResources): Promise<void> {
     if (!this.#managed()) return;
     const name = this.podCgroupName(pod);
-    const current: CgroupResources = { ...(await this.#o.cgroups.read(name)) };
+    const current: CgroupResources = { ...(await this.#cg().read(name)) };
     delete (current as { memoryUsage?: number }).memoryUsage;
-    await this.#o.cgroups.update(name, { ...current, ...change });
+    await this.#cg().update(name, { ...current, ...change });
   }
 
   /** Burstable tier's cpu.shares = the sum of its pods' requests (upstream's periodic update). */
@@ -188,7 +208,7 @@ export class PodCgroups {
     const milli = pods
       .filter((p) => qosClassOf(p) === 'Burstable')
       .reduce((n, p) => n + podRequests(p).cpu, 0);
-    await this.#o.cgroups.update(qosCgroupName(this.#o.cgroupRoot, 'Burstable'), {
+    await this.#cg().update(qosCgroupName(this.#o.cgroupRoot, 'Burstable'), {
       cpuShares: milliCpuToShares(milli),
     });
   }
@@ -198,9 +218,9 @@ export class PodCgroups {
     if (!this.#managed()) return true;
     for (const qos of ['Guaranteed', 'Burstable', 'BestEffort'] as const) {
       const name = `${qosCgroupName(this.#o.cgroupRoot, qos)}/pod${uid}`;
-      if (!(await this.#o.cgroups.exists(name))) continue;
-      if ((await this.#o.cgroups.pids(name)).length > 0) return false;
-      await this.#o.cgroups.destroy(name);
+      if (!(await this.#cg().exists(name))) continue;
+      if ((await this.#cg().pids(name)).length > 0) return false;
+      await this.#cg().destroy(name);
     }
     return true;
   }
@@ -210,13 +230,13 @@ export class PodCgroups {
     if (!this.#managed()) return [];
     const removed: string[] = [];
     for (const qos of ['Guaranteed', 'Burstable', 'BestEffort'] as const) {
-      for (const child of await this.#o.cgroups.children(qosCgroupName(this.#o.cgroupRoot, qos))) {
+      for (const child of await this.#cg().children(qosCgroupName(this.#o.cgroupRoot, qos))) {
         const base = child.slice(child.lastIndexOf('/') + 1);
         if (!base.startsWith('pod')) continue;
         const uid = base.slice(3);
         if (active.has(uid)) continue;
-        if ((await this.#o.cgroups.pids(child)).length > 0) continue;
-        await this.#o.cgroups.destroy(child);
+        if ((await this.#cg().pids(child)).length > 0) continue;
+        await this.#cg().destroy(child);
         removed.push(uid);
       }
     }

@@ -6,7 +6,7 @@
  *
  * A cgroup is named by its path relative to the hierarchy root, in cgroupfs form
  * ("/kubepods/burstable/pod1234"); the systemd driver's slice names are derived from
- * that (names.ts).
+ * that (toSystemdName in pod-cgroups.ts) by the systemd manager (systemd.ts).
  */
 import { BerthError } from '../util/errors.ts';
 
@@ -50,8 +50,23 @@ export interface CgroupManager {
   children(name: string): Promise<string[]>;
 }
 
+/**
+ * - BERTH_CGROUP: a bad name, a missing cgroup, a cgroup file that cannot be written.
+ * - BERTH_CGROUP_SYSTEMD_BUS: systemd could not be asked (no bus, no answer, a D-Bus error).
+ * - BERTH_CGROUP_SYSTEMD_UNIT: systemd answered but the slice's job did not finish 'done'.
+ */
+export type CgroupErrorCode =
+  'BERTH_CGROUP' | 'BERTH_CGROUP_SYSTEMD_BUS' | 'BERTH_CGROUP_SYSTEMD_UNIT';
+
 export class CgroupError extends BerthError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('BERTH_CGROUP', message, options);
+  /** The D-Bus error name systemd answered with, when it did. */
+  readonly dbusError: string | undefined;
+
+  constructor(
+    message: string,
+    options?: { cause?: unknown; code?: CgroupErrorCode; dbusError?: string },
+  ) {
+    super(options?.code ?? 'BERTH_CGROUP', message, options);
+    this.dbusError = options?.dbusError;
   }
 }
