@@ -126,6 +126,7 @@ export class Kubelet {
         ? undefined
         : new PodCgroups({
             cgroups: deps.cgroups,
+            ...(deps.systemdCgroups !== undefined && { systemdCgroups: deps.systemdCgroups }),
             cgroupRoot: options.cgroupRoot,
             driver: () => this.#cgroupDriver,
             podPidsLimit: options.podPidsLimit,

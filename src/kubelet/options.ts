@@ -82,6 +82,8 @@ export interface KubeletDeps {
   readonly metrics?: KubeletMetrics;
   /** The cgroup filesystem; without it berth makes no QoS or pod cgroups (unit tests). */
   readonly cgroups?: CgroupManager;
+  /** The systemd driver's slices (cm/systemd.ts); without it they are left to the runtime. */
+  readonly systemdCgroups?: CgroupManager;
   /** mount(8)/umount(8) by default. */
   readonly mounter?: Mounter;
   /** The rotating :10250 serving certificate (serverTLSBootstrap). */
