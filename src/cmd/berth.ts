@@ -8,9 +8,8 @@
 import { mkdir } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { CgroupfsManager, detectCgroupVersion } from '../cm/cgroupfs.ts';
-import { SystemdCgroupManager } from '../cm/systemd.ts';
-import { DbusSystemd } from '../cm/systemd-dbus.ts';
 import { isSwapOn, SWAP_ON_MESSAGE } from '../cm/swap.ts';
+import { kernelTunableProblems, kernelTunablesMessage } from '../cm/kernel-tunables.ts';
 import { configzDocument } from '../config/configz.ts';
 import { bootstrapIfConfigured, startCertificateManagers } from './certificates.ts';
 import { SelfSignedCertificateError, servingCertificateFiles } from '../certificate/self-signed.ts';
@@ -161,6 +160,11 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`berth: ${SWAP_ON_MESSAGE}\n`);
     return 1;
   }
+  const kernelProblems = k.protectKernelDefaults ? await kernelTunableProblems() : [];
+  if (kernelProblems.length > 0) {
+    process.stderr.write(`berth: ${kernelTunablesMessage(kernelProblems)}\n`);
+    return 1;
+  }
   await mkdir(config.rootDir, { recursive: true });
   // Signal handlers are installed once; what they stop depends on how far start-up got.
   const certs = new AbortController();
@@ -230,11 +234,6 @@ async function main(argv: readonly string[]): Promise<number> {
         burst: k.eventBurst,
       });
   const reserve = evictionReserve(k.evictionHard);
-  const cgroupVersion = await detectCgroupVersion();
-  const systemdBus = new DbusSystemd({
-    clock: systemClock,
-    logger: logger.child({ component: 'systemd-cgroups' }),
-  });
   const kubelet = new Kubelet(
     {
       nodeName: config.nodeName,
@@ -295,15 +294,12 @@ async function main(argv: readonly string[]): Promise<number> {
       logger,
       host: new LinuxHostInfo(config.rootDir),
       metrics,
-      cgroups: new CgroupfsManager({ version: cgroupVersion }),
-      // Connects to the system bus only when the runtime's driver is systemd.
-      systemdCgroups: new SystemdCgroupManager({ version: cgroupVersion, bus: systemdBus }),
+      cgroups: new CgroupfsManager({ version: await detectCgroupVersion() }),
       ...(certificates.serving !== undefined && { servingCertificate: certificates.serving }),
     },
   );
   shutdown.teardown = async () => {
     await kubelet.stop();
-    systemdBus.close();
     certs.abort();
     await certificates.stopped();
     await recorder.close();

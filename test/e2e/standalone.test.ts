@@ -20,6 +20,7 @@ import { GrpcCriClient, cri } from '../../src/cri/index.ts';
 import { BERTH_LAUNCHER, startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import { run } from '../harness/exec.ts';
+import { kernelTunableProblems } from '../../src/cm/kernel-tunables.ts';
 import {
   eventually,
   getJson,
@@ -224,5 +225,29 @@ describe('static pods without an API server', () => {
       assert.equal(out.exitCode, 2);
       assert.match(out.stderr, c.message);
     }
+  });
+
+  test("protectKernelDefaults: true refuses to start on a host whose kernel settings differ from upstream's", async (t) => {
+    const berth = berths.at(-1);
+    assert.ok(berth);
+    // Read the host's own settings: the refusal must name exactly the ones that differ.
+    const problems = await kernelTunableProblems();
+    if (problems.length === 0) {
+      t.skip('this host already has every setting upstream wants: nothing to refuse');
+      return;
+    }
+    const file = join(berth.dir, 'protect-kernel.yaml');
+    await writeFile(
+      file,
+      `${await readFile(berth.configFile, 'utf8')}protectKernelDefaults: true\n`,
+    );
+    const out = await run(
+      BERTH_LAUNCHER,
+      ['--config', file, '--hostname-override', 'refused', '--root-dir', join(berth.dir, 'y')],
+      { okCodes: [1], timeoutMs: 60_000 },
+    );
+    assert.equal(out.exitCode, 1);
+    assert.match(out.stderr, /berth: Failed to start ContainerManager: /);
+    for (const p of problems) assert.ok(out.stderr.includes(p), `${p} in ${out.stderr}`);
   });
 });
