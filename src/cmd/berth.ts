@@ -8,6 +8,8 @@
 import { mkdir } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { CgroupfsManager, detectCgroupVersion } from '../cm/cgroupfs.ts';
+import { SystemdCgroupManager } from '../cm/systemd.ts';
+import { DbusSystemd } from '../cm/systemd-dbus.ts';
 import { isSwapOn, SWAP_ON_MESSAGE } from '../cm/swap.ts';
 import { kernelTunableProblems, kernelTunablesMessage } from '../cm/kernel-tunables.ts';
 import { configzDocument } from '../config/configz.ts';
@@ -234,6 +236,11 @@ async function main(argv: readonly string[]): Promise<number> {
         burst: k.eventBurst,
       });
   const reserve = evictionReserve(k.evictionHard);
+  const cgroupVersion = await detectCgroupVersion();
+  const systemdBus = new DbusSystemd({
+    clock: systemClock,
+    logger: logger.child({ component: 'systemd-cgroups' }),
+  });
   const kubelet = new Kubelet(
     {
       nodeName: config.nodeName,
@@ -294,12 +301,15 @@ async function main(argv: readonly string[]): Promise<number> {
       logger,
       host: new LinuxHostInfo(config.rootDir),
       metrics,
-      cgroups: new CgroupfsManager({ version: await detectCgroupVersion() }),
+      cgroups: new CgroupfsManager({ version: cgroupVersion }),
+      // Connects to the system bus only when the runtime's driver is systemd.
+      systemdCgroups: new SystemdCgroupManager({ version: cgroupVersion, bus: systemdBus }),
       ...(certificates.serving !== undefined && { servingCertificate: certificates.serving }),
     },
   );
   shutdown.teardown = async () => {
     await kubelet.stop();
+    systemdBus.close();
     certs.abort();
     await certificates.stopped();
     await recorder.close();
