@@ -15,10 +15,11 @@
  */
 import type { Pod, PodSpec, PodStatus, Toleration } from 'kubernetes-types/core/v1.js';
 import type { ObjectMeta } from 'kubernetes-types/meta/v1.js';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, type Document } from 'yaml';
 import { Fnv128a } from './fnv.ts';
 import { goDumpForHash } from './go-dump.ts';
 import { GO_POD_TYPES } from './go-pod-types.ts';
+import { parseGoQuantity, QuantityError } from './go-quantity.ts';
 import { applyApiDefaults } from './pod-defaults.ts';
 
 export const CONFIG_HASH_ANNOTATION = 'kubernetes.io/config.hash';
@@ -98,6 +99,52 @@ function fitsLeaf(type: string, kind: string, v: unknown): boolean {
   return true;
 }
 
+/** A quantity upstream's decoder would refuse (resource.Quantity's UnmarshalJSON). */
+function checkQuantity(v: string | number, path: string): void {
+  try {
+    parseGoQuantity(v);
+  } catch (err) {
+    if (!(err instanceof QuantityError)) throw err;
+    throw new ManifestError(`${path}: ${err.message}`, { cause: err });
+  }
+}
+
+/** A Go type's zero value as JSON; null for nil (pointers, slices, maps) and leaves. */
+function zeroOf(type: string): unknown {
+  if (LEAF_TYPES.has(type)) return null;
+  const [kind = ''] = (GO_POD_TYPES[type] ?? type).split(';');
+  if (kind === 'struct') return {};
+  if (kind === 'string') return '';
+  if (kind === 'bool') return false;
+  return INT_KINDS.has(kind) ? 0 : null;
+}
+
+/**
+ * encoding/json's reading of null: a field set to null stays unset, and a null element
+ * of a slice or map is its type's zero value (`containers: [null]` is one empty
+ * container, which validation then refuses). Defaulting and validation see what
+ * upstream's would, instead of failing on a null where an object belongs.
+ */
+function withGoNulls(v: unknown, type: string): unknown {
+  const spec = GO_POD_TYPES[type];
+  if (spec === undefined || v === null || typeof v !== 'object' || LEAF_TYPES.has(type)) return v;
+  const [kind = '', ...rest] = spec.split(';');
+  const elem = (e: unknown, t: string): unknown => (e === null ? zeroOf(t) : withGoNulls(e, t));
+  if (kind === 'ptr') return withGoNulls(v, rest[0] ?? '');
+  if (kind === 'slice') return Array.isArray(v) ? v.map((e) => elem(e, rest[0] ?? '')) : v;
+  if (!isRecord(v)) return v;
+  if (kind === 'map')
+    return Object.fromEntries(Object.entries(v).map(([k, e]) => [k, elem(e, rest[1] ?? '')]));
+  if (kind !== 'struct') return v;
+  const fields = jsonFields(rest);
+  const out: Record<string, unknown> = {};
+  for (const [k, e] of Object.entries(v)) {
+    const ftype = fields.get(k);
+    if (e !== null) out[k] = ftype === undefined ? e : withGoNulls(e, ftype);
+  }
+  return out;
+}
+
 /**
  * Checks a decoded manifest against the Go types, as encoding/json would: a value of
  * the wrong JSON kind is an error (upstream rejects the manifest); a field the types
@@ -115,6 +162,7 @@ export function unknownFields(obj: unknown, type = 'core.Pod', path = ''): strin
     );
   if (LEAF_TYPES.has(type) || (kind !== 'slice' && kind !== 'map' && kind !== 'struct')) {
     if (!fitsLeaf(type, kind, obj)) throw wrong();
+    if (type === 'resource.Quantity') checkQuantity(obj as string | number, path);
     return [];
   }
   if (kind === 'slice') {
@@ -216,6 +264,26 @@ function apiObjectReference(pod: Pod): string | undefined {
 }
 
 /**
+ * The document as plain values. yaml throws bare errors here for an alias bomb, an
+ * alias without its anchor or a bad merge key: each is a bad manifest, worded as
+ * upstream's YAML library words it where it has a word for it.
+ */
+function toPlain(doc: Document): unknown {
+  try {
+    return doc.toJS({ maxAliasCount: 100 }) as unknown;
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    const anchor = /^Unresolved alias .*: (.*)$/.exec(message)?.[1];
+    const why = message.startsWith('Excessive alias count')
+      ? 'document contains excessive aliasing'
+      : anchor !== undefined
+        ? `unknown anchor '${anchor}' referenced`
+        : message;
+    throw new ManifestError(`error converting YAML to JSON: yaml: ${why}`, { cause: err });
+  }
+}
+
+/**
  * Parses a YAML or JSON manifest into a plain object, with YAML 1.1's scalars (yes/no
  * are booleans, 0644 is octal) as upstream's YAML library reads them. Like upstream,
  * only the first document counts; berth also says when more were ignored.
@@ -230,7 +298,7 @@ export function parseManifest(data: string): { obj: unknown; warnings: string[] 
   if (err !== undefined) throw new ManifestError(`error converting YAML to JSON: ${err.message}`);
   const ignored = docs.slice(1).filter((d) => d.contents !== null).length;
   return {
-    obj: first.toJS({ maxAliasCount: 100 }) as unknown,
+    obj: toPlain(first),
     warnings:
       ignored === 0 ? [] : [`only the first YAML document is read: ${ignored} more ignored`],
   };
@@ -264,7 +332,7 @@ export function staticPodFromObject(
   if (apiVersion !== 'v1' || kind !== 'Pod')
     throw new ManifestError(`no kind "${kind}" is registered for version "${apiVersion}"`);
   const warnings = [...parseWarnings, ...unknownFields(obj).map((p) => `unknown field "${p}"`)];
-  const copy = structuredClone(obj);
+  const copy = withGoNulls(structuredClone(obj), 'core.Pod') as Record<string, unknown>;
   delete copy['status'];
   const rawMeta = copy['metadata'];
   const rawName = isRecord(rawMeta) ? rawMeta['name'] : undefined;
