@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct bench-eviction conformance
+.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm test-faults demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct bench-eviction conformance
 
 all: test
 
@@ -48,6 +48,13 @@ test-eviction: deps
 test-csi-upstream: deps
 	@echo "== CSI end-to-end (real sidecars and mock driver; node agent: $${CSI_NODE_AGENT:-upstream})"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/csi-upstream/**/*.test.ts'
+
+## test-faults: fault injection against the real harness (runtime restarts, API server outage and
+## a fault proxy, watch 410, berth killed mid-operation, disk full); figures for RELIABILITY.md in
+## $$FAULTS_OUT when set. FAULTS_AGENT=upstream runs the same scenarios against the upstream kubelet.
+test-faults: deps
+	@echo "== fault-injection tests (node agent: $${FAULTS_AGENT:-berth})"
+	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=1800000 'test/faults/**/*.test.ts'
 
 ## test-kubeadm: `kubeadm init` with berth as the kubelet, then `kubeadm reset -f` (a tier of its
 ## own: it writes /etc/kubernetes, /var/lib/kubelet and /var/lib/etcd, saved and restored around it)
