@@ -96,7 +96,21 @@ export async function createPodSandbox(
   attempt: number,
   signal: AbortSignal,
 ): Promise<CreatedSandbox | undefined> {
-  await deps.podCgroups?.ensurePod(pod);
+  try {
+    await deps.podCgroups?.ensurePod(pod);
+  } catch (err) {
+    // A cgroup file or systemd refusing the pod's slice: the pod worker retries.
+    deps.recorder.event(
+      podTarget(pod),
+      'Warning',
+      'FailedCreatePodContainer',
+      `unable to ensure pod container exists: ${describeError(err)}`,
+    );
+    throw new Error(
+      `failed to ensure that the pod: ${pod.metadata?.uid ?? ''} cgroups exist and are correctly applied: ${describeError(err)}`,
+      { cause: err },
+    );
+  }
   // Every attempt counts in kubelet_started_pods_total, a failed one in its errors too.
   recordPodStarted(deps.metrics);
   try {
