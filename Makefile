@@ -28,7 +28,7 @@ test: deps lint typecheck test-unit test-e2e
 
 test-unit: deps
 	@echo "== unit tests"
-	@$(NODE) --test --test-reporter=spec --test-timeout=300000 'test/unit/**/*.test.ts' 'src/**/*.test.ts' 'bench/**/*.test.ts'
+	@$(NODE) --test --test-reporter=spec --test-timeout=300000 'test/unit/**/*.test.ts' 'src/**/*.test.ts' 'bench/**/*.test.ts' 'test/fuzz/**/*.test.ts'
 
 # One end-to-end file at a time: each starts real clusters and the machine has 2 cores.
 test-e2e: deps
