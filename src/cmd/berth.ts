@@ -32,6 +32,7 @@ import { KubeletMetrics } from '../metrics/registry.ts';
 import { KUBELET_VERSION, nodeReserved } from '../nodestatus/build.ts';
 import { shutdownPeriods } from '../nodeshutdown/config.ts';
 import { LinuxHostInfo } from '../nodestatus/host-info.ts';
+import { DevKmsgSource } from '../oom/kmsg.ts';
 import { detectNodeIP } from '../nodestatus/node-ip.ts';
 import { systemClock } from '../util/clock.ts';
 import { createLogger } from '../util/logger.ts';
@@ -300,6 +301,7 @@ async function main(argv: readonly string[]): Promise<number> {
       clock: systemClock,
       logger,
       host: new LinuxHostInfo(config.rootDir),
+      kmsg: new DevKmsgSource(),
       metrics,
       cgroups: new CgroupfsManager({ version: cgroupVersion }),
       // Connects to the system bus only when the runtime's driver is systemd.

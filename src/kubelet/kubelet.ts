@@ -50,6 +50,8 @@ import type { NodeShutdownManager } from '../nodeshutdown/types.ts';
 import { nodeShutdownAdmitHandler } from '../admission/node-shutdown.ts';
 import { evictionStackOf, type EvictionStack } from './eviction-wiring.ts';
 import { evictionAdmitHandler } from '../admission/eviction.ts';
+import { OomWatcher } from '../oom/watcher.ts';
+import { bootTimeMs } from '../oom/kmsg.ts';
 
 const POD_BACKOFF = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 } as const;
 import type { KubeletDeps, KubeletOptions, KubeletState } from './options.ts';
@@ -476,6 +478,14 @@ export class Kubelet {
       }
       this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
       this.#loop('volume-stats', (s) => this.volumes.stats.run(s));
+      const kmsg = this.#d.kmsg;
+      if (kmsg !== undefined) {
+        const oom = new OomWatcher({
+          ...{ source: kmsg, bootTimeMs: (now) => bootTimeMs(now), recorder },
+          ...{ nodeName: this.#o.nodeName, clock: this.#d.clock, logger },
+        });
+        this.#loop('oom-watcher', (s) => oom.run(s));
+      }
       const shutdown = this.shutdown;
       if (shutdown !== undefined) this.#loop('node-shutdown', (s) => shutdown.run(s));
       const eviction = this.eviction;

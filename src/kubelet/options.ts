@@ -15,6 +15,7 @@ import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import type { KubeletServerOptions, ServingCertificateSource } from '../server/server.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
+import type { KmsgSource } from '../oom/types.ts';
 import type { Mounter } from '../volumes/mounter.ts';
 import type { EvictionOptions } from './eviction-wiring.ts';
 import type { NodeShutdownWiringOptions } from './node-shutdown.ts';
@@ -88,6 +89,8 @@ export interface KubeletDeps {
   readonly mounter?: Mounter;
   /** The rotating :10250 serving certificate (serverTLSBootstrap). */
   readonly servingCertificate?: ServingCertificateSource;
+  /** The kernel log the OOM watcher follows (SystemOOM events); undefined: no watcher. */
+  readonly kmsg?: KmsgSource;
 }
 
 export type KubeletState = 'NEW' | 'STARTING' | 'RUNNING' | 'STOPPING' | 'STOPPED' | 'FAILED';
