@@ -262,6 +262,7 @@ async function main(argv: readonly string[]): Promise<number> {
       nodeStatusMaxImages: k.nodeStatusMaxImages,
       nodeLeaseDurationSeconds: k.nodeLeaseDurationSeconds,
       maxParallelImagePulls: k.serializeImagePulls ? 1 : (k.maxParallelImagePulls ?? 10),
+      registryPull: { qps: k.registryPullQPS, burst: k.registryBurst },
       evictionMemoryBytes: reserve.memoryBytes,
       evictionNodefsFraction: reserve.nodefsFraction,
       reserved: nodeReserved(k.kubeReserved, k.systemReserved),

@@ -11,7 +11,7 @@ import { ImageManager } from './manager.ts';
 const pod: Pod = { metadata: { uid: 'u1', name: 'p', namespace: 'ns' } };
 const target = { kind: 'Pod' as const, namespace: 'ns', name: 'p', uid: 'u1' };
 
-function setup(): {
+function setup(pullRate?: { qps: number; burst: number }): {
   cri: FakeCriClient;
   recorder: MemoryEventRecorder;
   clock: FakeClock;
@@ -27,6 +27,7 @@ function setup(): {
     logger: new MemoryLogger(),
     backoff: new Backoff(clock, { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 }),
     maxParallelPulls: 1,
+    ...(pullRate !== undefined && { pullRate }),
   });
   return { cri, recorder, clock, images };
 }
@@ -151,5 +152,44 @@ describe('ImageManager', () => {
     );
     assert.equal(r.ok ? '' : r.reason, 'InvalidImageName');
     assert.deepEqual(recorder.reasons(), ['InspectFailed']);
+  });
+
+  test('registryPullQPS / registryBurst: a pull over the rate fails as upstream ("pull QPS exceeded") without reaching the runtime', async () => {
+    const { cri, clock, recorder, images } = setup({ qps: 1, burst: 2 });
+    const signal = new AbortController().signal;
+    for (const name of ['a', 'b', 'c', 'd'])
+      cri.addImage(`reg.local/${name}:1`, { preloaded: false });
+    const pull = (name: string) =>
+      images.ensureImage(pod, container(`reg.local/${name}:1`), [], undefined, target, signal);
+    assert.equal((await pull('a')).ok, true);
+    assert.equal((await pull('b')).ok, true);
+    const third = await pull('c');
+    assert.equal(third.ok ? '' : third.reason, 'ErrImagePull');
+    const message = third.ok ? '' : third.message;
+    assert.equal(message, 'Failed to pull image "reg.local/c:1": pull QPS exceeded');
+    assert.equal(cri.callsTo('ImageService/PullImage').length, 2);
+    assert.ok(recorder.events.some((e) => e.message === message && e.type === 'Warning'));
+    // One token back a second later: another image pulls (c itself is in its back-off).
+    await clock.advance(1000);
+    assert.equal((await pull('d')).ok, true);
+    assert.equal(cri.callsTo('ImageService/PullImage').length, 3);
+  });
+
+  test('registryPullQPS 0 does not throttle', async () => {
+    const { cri, images } = setup({ qps: 0, burst: 1 });
+    const signal = new AbortController().signal;
+    for (const name of ['a', 'b', 'c']) {
+      cri.addImage(`reg.local/${name}:1`, { preloaded: false });
+      const r = await images.ensureImage(
+        pod,
+        container(`reg.local/${name}:1`),
+        [],
+        undefined,
+        target,
+        signal,
+      );
+      assert.equal(r.ok, true);
+    }
+    assert.equal(cri.callsTo('ImageService/PullImage').length, 3);
   });
 });

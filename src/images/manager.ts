@@ -9,7 +9,9 @@ import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { CriError, type cri, type ImageService } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
 import { imageSizeBucket, type KubeletMetrics } from '../metrics/registry.ts';
+import { TokenBucket } from '../kube/index.ts';
 import type { Backoff } from '../util/backoff.ts';
+import { BerthError } from '../util/errors.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import type { RegistryAuth } from './credentials.ts';
@@ -40,6 +42,22 @@ export interface ImageManagerOptions {
   readonly maxParallelPulls: number;
   /** Records kubelet_image_pull_duration_seconds{image_size_in_bytes} for successful pulls. */
   readonly metrics?: KubeletMetrics;
+  /**
+   * registryPullQPS and registryBurst: a token bucket every runtime pull attempt takes
+   * from. A qps of zero (or none given) does not throttle, as upstream.
+   */
+  readonly pullRate?: { readonly qps: number; readonly burst: number };
+}
+
+/**
+ * A pull refused by registryPullQPS before it reached the runtime. Upstream's
+ * throttledImageService fails the pull with these words rather than waiting, so the pod
+ * goes to ErrImagePull and its back-off, and the node never queues a pull storm.
+ */
+export class PullQpsExceededError extends BerthError {
+  constructor() {
+    super('IMAGE_PULL_QPS_EXCEEDED', 'pull QPS exceeded');
+  }
 }
 
 /** A counting semaphore: at most `limit` holders at once, FIFO. */
@@ -71,9 +89,16 @@ export class ImageManager {
   readonly #o: ImageManagerOptions;
   readonly #pulls: Semaphore;
 
+  readonly #pullRate: TokenBucket | undefined;
+
   constructor(options: ImageManagerOptions) {
     this.#o = options;
     this.#pulls = new Semaphore(options.maxParallelPulls);
+    const rate = options.pullRate;
+    this.#pullRate =
+      rate !== undefined && rate.qps > 0
+        ? new TokenBucket({ qps: rate.qps, burst: rate.burst, clock: options.clock })
+        : undefined;
   }
 
   async ensureImage(
@@ -185,6 +210,9 @@ export class ImageManager {
     const attempts = auths.length === 0 ? [undefined] : auths;
     let last: unknown;
     for (const auth of attempts) {
+      // Each runtime call takes a token, as upstream's throttle wraps PullImage itself.
+      if (this.#pullRate !== undefined && !this.#pullRate.tryTake())
+        throw new PullQpsExceededError();
       try {
         const res = await this.#o.images.pullImage(
           {

@@ -182,6 +182,7 @@ export class Kubelet {
       logger: logger.child({ component: 'images' }),
       backoff: imageBackoff,
       maxParallelPulls: options.maxParallelImagePulls,
+      ...(options.registryPull !== undefined && { pullRate: options.registryPull }),
       ...(metrics !== undefined && { metrics }),
     });
     this.prober = new ProberManager({

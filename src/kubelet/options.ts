@@ -40,6 +40,8 @@ export interface KubeletOptions {
   readonly nodeStatusMaxImages: number;
   readonly nodeLeaseDurationSeconds: number;
   readonly maxParallelImagePulls: number;
+  /** registryPullQPS / registryBurst (upstream 5 / 10); absent or qps 0: unthrottled. */
+  readonly registryPull?: { readonly qps: number; readonly burst: number };
   readonly evictionMemoryBytes: number;
   readonly evictionNodefsFraction: number;
   /** kubeReserved + systemReserved, held back from allocatable. */
