@@ -33,6 +33,7 @@ import {
 import type { WaitingReason } from '../status/generate.ts';
 import type { Backoff } from '../util/backoff.ts';
 import { BerthError } from '../util/errors.ts';
+import { containerDevices } from '../volumes/devices.ts';
 import type { PodVolumes, VolumeManager } from '../volumes/types.ts';
 import { createTerminationLogFile } from './pod-dirs.ts';
 import { containerConfig, type ContainerConfigOptions } from './runtime-config.ts';
@@ -286,6 +287,8 @@ async function attemptStart(
       deps.seccomp,
       pidTarget(pod, spec, runtime),
     );
+    // volumeDevices: the pod's block volumes as devices (upstream's makeBlockVolumes).
+    config.devices = containerDevices(spec, ctx.volumes);
   } catch (err) {
     if (signal.aborted) throw err;
     const message = describe(err);

@@ -226,12 +226,16 @@ export class HostVolumeManager implements VolumeManager {
     checkVolumeModeUse(pod, v, claimed.volumeMode);
     const pv = claimed.pv;
     const pvName = pv.metadata?.name ?? '';
-    if (claimed.volumeMode === 'Block') {
-      throw invalid(
-        `volume ${JSON.stringify(v.name)}: PV ${pvName} has volumeMode Block, which berth does not map into containers yet`,
-      );
-    }
     const csi = specFromPv(v.name, pv, claimed.readOnly);
+    if (claimed.volumeMode === 'Block') {
+      // Block PVs are mapped, not mounted: a device for the containers' volumeDevices.
+      if (csi === undefined || this.#csi === undefined) {
+        throw invalid(
+          `volume ${JSON.stringify(v.name)}: PV ${pvName} has volumeMode Block, which berth maps for CSI volumes only`,
+        );
+      }
+      return this.#csi.mapBlock(pod, this.podDir(uid), csi, signal);
+    }
     if (csi !== undefined) {
       if (this.#csi === undefined) throw noPlugin(v, 'csi');
       const mounted = await this.#csi.setUp(pod, this.podDir(uid), csi, signal);

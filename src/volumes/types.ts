@@ -60,6 +60,11 @@ export interface MountedVolume {
   readonly readOnly: boolean;
   /** Upstream plugin directory name, e.g. kubernetes.io~empty-dir. */
   readonly plugin: string;
+  /**
+   * A block volume (volumeMode: Block): hostPath is the device (a symlink to it) that
+   * containers get through volumeDevices, never a mount.
+   */
+  readonly block?: boolean;
 }
 
 export interface PodVolumes {

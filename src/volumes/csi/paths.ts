@@ -85,3 +85,63 @@ export function publishPath(podDir: string, specName: string): string {
   }
   return path.join(podCsiDir(podDir), escaped, 'mount');
 }
+
+/*
+ * Block volumes (volumeMode: Block), upstream's csi_block.go layout, all keyed by the
+ * spec name (the PV name, with / as ~):
+ * - `<csi>/volumeDevices/staging/<spec>`: NodeStageVolume's target;
+ * - `<csi>/volumeDevices/publish/<spec>/<pod uid>`: NodePublishVolume's target, a file
+ *   the driver makes the device (bind mount or device node);
+ * - `<csi>/volumeDevices/<spec>/data/vol_data.json`: what the tear-down needs;
+ * - `<csi>/volumeDevices/<spec>/dev/<pod uid>`: a bind mount of the published device,
+ *   held open by a loop device so it cannot silently change under the container;
+ * - `<pod>/volumeDevices/kubernetes.io~csi/<spec>`: a symlink to the published device,
+ *   which the runtime resolves for the container's device.
+ */
+
+/** `<root>/plugins/kubernetes.io/csi/volumeDevices`. */
+export function volumeDevicesDir(rootDir: string): string {
+  return path.join(csiPluginDir(rootDir), 'volumeDevices');
+}
+
+function blockName(specName: string): string {
+  const escaped = specName.replaceAll('/', '~');
+  if (
+    escaped === '' ||
+    escaped === '.' ||
+    escaped === '..' ||
+    escaped === 'staging' ||
+    escaped === 'publish'
+  ) {
+    throw new VolumeError(
+      'BERTH_VOLUME_INVALID',
+      `Cannot use ${JSON.stringify(specName)} as a CSI block volume directory name`,
+    );
+  }
+  return escaped;
+}
+
+/** NodeStageVolume's target for a block volume. */
+export function blockStagingPath(rootDir: string, specName: string): string {
+  return path.join(volumeDevicesDir(rootDir), 'staging', blockName(specName));
+}
+
+/** NodePublishVolume's target for a block volume and pod. */
+export function blockPublishPath(rootDir: string, specName: string, podUid: string): string {
+  return path.join(volumeDevicesDir(rootDir), 'publish', blockName(specName), podUid);
+}
+
+/** `<csi>/volumeDevices/<spec>`: data/ (vol_data.json) and dev/ (the pods' bind mounts). */
+export function blockVolumeDir(rootDir: string, specName: string): string {
+  return path.join(volumeDevicesDir(rootDir), blockName(specName));
+}
+
+/** `<pod>/volumeDevices/kubernetes.io~csi`: the pod's device symlinks. */
+export function podBlockDir(podDir: string): string {
+  return path.join(podDir, 'volumeDevices', CSI_PLUGIN_DIR);
+}
+
+/** The pod's symlink to a block volume's device. */
+export function podDevicePath(podDir: string, specName: string): string {
+  return path.join(podBlockDir(podDir), blockName(specName));
+}

@@ -11,7 +11,9 @@ import type { Logger } from '../../util/logger.ts';
 import type { Mounter } from '../mounter.ts';
 import type { ServiceAccountTokens } from '../sources/token-manager.ts';
 import type { MountedVolume } from '../types.ts';
+import { CsiBlockMapper } from './block.ts';
 import { expandIfNeeded } from './expand.ts';
+import { SystemLoopDevices, type LoopDevices } from './loop.ts';
 import { CsiSetUp } from './setup.ts';
 import type { CsiVolumeSpec } from './spec.ts';
 import { CsiVolumeState } from './state.ts';
@@ -29,12 +31,15 @@ export interface CsiVolumePluginOptions {
   readonly attachTimeoutMs?: number;
   /** The kubelet's token manager, for CSIDrivers with tokenRequests. */
   readonly tokens?: ServiceAccountTokens;
+  /** Loop devices holding block volumes open (default: losetup(8) and sysfs). */
+  readonly loops?: LoopDevices;
 }
 
 export class CsiVolumePlugin {
   readonly #state: CsiVolumeState;
   readonly #setUp: CsiSetUp;
   readonly #tearDown: CsiTearDown;
+  readonly #block: CsiBlockMapper;
 
   readonly #o: CsiVolumePluginOptions;
 
@@ -43,6 +48,10 @@ export class CsiVolumePlugin {
     this.#state = new CsiVolumeState(o.registry, o.mounter);
     this.#setUp = new CsiSetUp(o, this.#state);
     this.#tearDown = new CsiTearDown(o, this.#state);
+    this.#block = new CsiBlockMapper(
+      { ...o, loops: o.loops ?? new SystemLoopDevices() },
+      this.#state,
+    );
   }
 
   /** node.status.volumesInUse: the persistent CSI volumes mounted or being mounted. */
@@ -58,6 +67,19 @@ export class CsiVolumePlugin {
     signal: AbortSignal,
   ): Promise<MountedVolume> {
     return this.#setUp.setUp(pod, podDir, spec, signal);
+  }
+
+  /**
+   * Maps one block volume of `pod` (idempotent); the result's hostPath is the pod's
+   * symlink to the device, for the containers' volumeDevices.
+   */
+  mapBlock(
+    pod: Pod,
+    podDir: string,
+    spec: CsiVolumeSpec,
+    signal: AbortSignal,
+  ): Promise<MountedVolume> {
+    return this.#block.mapPod(pod, podDir, spec, signal);
   }
 
   /**
@@ -85,13 +107,17 @@ export class CsiVolumePlugin {
     );
   }
 
-  /** Unpublishes (and, for the last user, unstages) every CSI volume of a pod. */
-  tearDownPod(uid: string, podDir: string, signal: AbortSignal): Promise<void> {
-    return this.#tearDown.tearDownPod(uid, podDir, signal);
+  /** Unpublishes (and, for the last user, unstages) every CSI volume of a pod, block ones too. */
+  async tearDownPod(uid: string, podDir: string, signal: AbortSignal): Promise<void> {
+    await this.#tearDown.tearDownPod(uid, podDir, signal);
+    await this.#block.unmapPod(uid, podDir, signal);
   }
 
   /** Unstages staged volumes no pod uses any more; returns the staging paths cleaned. */
-  cleanupStaged(podsDir: string, signal: AbortSignal): Promise<string[]> {
-    return this.#tearDown.cleanupStaged(podsDir, signal);
+  async cleanupStaged(podsDir: string, signal: AbortSignal): Promise<string[]> {
+    return [
+      ...(await this.#tearDown.cleanupStaged(podsDir, signal)),
+      ...(await this.#block.cleanupStaged(signal)),
+    ];
   }
 }

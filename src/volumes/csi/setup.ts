@@ -56,7 +56,7 @@ export interface CsiSetUpOptions {
   readonly tokens?: ServiceAccountTokens | undefined;
 }
 
-function accessModeOf(k8sMode: string, multiWriter: boolean): CsiAccessMode {
+export function accessModeOf(k8sMode: string, multiWriter: boolean): CsiAccessMode {
   switch (k8sMode) {
     case 'ReadOnlyMany':
       return 'MULTI_NODE_READER_ONLY';
@@ -373,7 +373,7 @@ function supportsFsGroup(spec: CsiVolumeSpec, policy: DriverPolicy): boolean {
 }
 
 /** The attributes podInfoOnMount adds (upstream's getPodInfoAttrs). */
-function podInfo(pod: Pod, lifecycle: string): Record<string, string> {
+export function podInfo(pod: Pod, lifecycle: string): Record<string, string> {
   return {
     'csi.storage.k8s.io/pod.name': pod.metadata?.name ?? '',
     'csi.storage.k8s.io/pod.namespace': pod.metadata?.namespace ?? '',
