@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm test-faults demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct bench-eviction conformance
+.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm test-vm test-faults demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct bench-eviction conformance
 
 all: test
 
@@ -62,6 +62,14 @@ test-kubeadm: deps
 	@bash hack/build-go.sh kubernetes >/dev/null
 	@echo "== kubeadm end-to-end test (a control-plane node on berth)"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=900000 'test/kubeadm/**/*.test.ts'
+
+## test-vm: berth in virtual machines (QEMU, systemd + cgroup v2 guests): one node joined over a
+## host-only bridge, graceful shutdown through `systemctl poweroff`, two nodes with a pod network
+## and kube-proxy. Builds the guest image on first use (hack/vm/build-image.sh); not in `make test`.
+test-vm: deps
+	@bash hack/vm/build-image.sh >/dev/null
+	@echo "== virtual machine tier (QEMU guests, emulated: slow)"
+	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=3600000 'test/vm/**/*.test.ts'
 
 ## demo: a local single-node cluster, left running; kubeconfig in .demo/kubeconfig
 demo: deps
