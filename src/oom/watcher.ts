@@ -74,7 +74,16 @@ export class OomWatcher {
     }
     if (oom === undefined) return;
     this.#o.onOom?.(oom);
-    if (!isSystemOom(oom)) return;
+    if (!isSystemOom(oom)) {
+      // The container's own limit: its status says OOMKilled; the node is not at fault.
+      this.#log.info('OOM kill inside a cgroup limit', {
+        pid: oom.pid,
+        process: oom.processName,
+        constraint: oom.constraint,
+        victimCgroup: oom.victimContainerName,
+      });
+      return;
+    }
     this.#log.info('Got sys oom event', {
       pid: oom.pid,
       process: oom.processName,
