@@ -15,6 +15,8 @@
 //   - --faults: a JSON file, read on every call, that delays calls or fails them with
 //     a gRPC code ({"NodePublishVolume": {"delay": "30s", "code": "Unavailable"}}),
 //     as upstream's mock e2e injects errors through its interceptor hooks.
+//   - --block-dir: block volumes get real devices, loop devices over files in that
+//     directory (blockdev.go); upstream's mock publishes a directory even for block.
 package main
 
 import (
@@ -47,6 +49,8 @@ func main() {
 	volumeMountGroup := flag.Bool("volume-mount-group", false, "advertise the node VOLUME_MOUNT_GROUP capability")
 	stateFile := flag.String("state-file", "", "where successful state-changing calls are kept and replayed from at start (default: none, volumes are forgotten on restart)")
 	faultsFile := flag.String("faults", "", "JSON file of per-method delays and errors, read on every call (default: none)")
+	blockDir := flag.String("block-dir", "", "where block volumes' backing files live; block publishes get a loop device (default: none, block targets are directories as in upstream's mock)")
+	blockSize := flag.Int64("block-size", 16<<20, "size in bytes of a block volume's backing file")
 	// The call log is klog at V(3) in upstream's driver package; log it by default.
 	_ = flag.Set("v", "3")
 	flag.Parse()
@@ -73,6 +77,9 @@ func main() {
 	if *nodeID != "" && *nodeID != *driverName {
 		// The mock's node ID is its driver name; translate at the edge only.
 		wrapped = &nodeIDService{Service: svc, nodeID: *nodeID, mockID: *driverName}
+	}
+	if *blockDir != "" {
+		wrapped = &blockService{Service: wrapped, dir: *blockDir, sizeBytes: *blockSize, replaying: &io.replaying}
 	}
 	servers := &mockdriver.CSIDriverServers{Controller: wrapped, Identity: wrapped, Node: wrapped}
 
