@@ -56,6 +56,11 @@ export interface ClusterOptions {
    * apiserver's aggregation flags.
    */
   readonly metricsServer?: boolean;
+  /**
+   * Serve (and advertise) the apiserver on this host address rather than 127.0.0.1: the
+   * VM tier's guests reach it on the host-only bridge (test/harness/vm.ts).
+   */
+  readonly apiserverAddress?: string;
   readonly log?: (message: string) => void;
 }
 
@@ -138,7 +143,11 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const [pki, images] = await Promise.all([
       // Pods reach the apiserver by the Service IP, which kube-proxy turns into the gateway.
       createClusterPki(join(root, 'pki'), {
-        apiserverSans: [`IP:${gateway}`, `IP:${KUBERNETES_SERVICE_IP}`],
+        apiserverSans: [
+          `IP:${gateway}`,
+          `IP:${KUBERNETES_SERVICE_IP}`,
+          ...(options.apiserverAddress !== undefined ? [`IP:${options.apiserverAddress}`] : []),
+        ],
         ...(withMetrics && { frontProxy: true }),
       }),
       buildImages(),
@@ -195,6 +204,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       detached,
       ports: { etcdClient, etcdPeer, apiserver, controllerManager, scheduler },
       ...(withProxy && { advertiseAddress: gateway }),
+      ...(options.apiserverAddress !== undefined && { bindAddress: options.apiserverAddress }),
       ...(options.clusterSigningDuration !== undefined && {
         clusterSigningDuration: options.clusterSigningDuration,
       }),

@@ -60,18 +60,26 @@ export async function startControlPlane(options: {
    * only kube-proxy, opt-in and for pods, would make reachable).
    */
   readonly aggregation?: FrontProxyPki;
+  /**
+   * Serve the apiserver on this host address instead of 127.0.0.1 (the VM tier: guests
+   * reach it on a host-only bridge), and advertise it unless advertiseAddress says otherwise.
+   */
+  readonly bindAddress?: string;
 }): Promise<ControlPlane> {
   const { dir, pki, ports, bin, detached } = options;
+  const bindAddress = options.bindAddress ?? '127.0.0.1';
+  const advertiseAddress =
+    options.advertiseAddress ?? (options.bindAddress !== undefined ? bindAddress : undefined);
   const advertise =
-    options.advertiseAddress !== undefined
-      ? ['--advertise-address', options.advertiseAddress, '--endpoint-reconciler-type', 'lease']
+    advertiseAddress !== undefined
+      ? ['--advertise-address', advertiseAddress, '--endpoint-reconciler-type', 'lease']
       : // The apiserver refuses to publish a loopback address as the kubernetes Service's
         // endpoint, so without an advertised address there is none.
         ['--advertise-address', '127.0.0.1', '--endpoint-reconciler-type', 'none'];
   const aggregation =
     options.aggregation !== undefined ? aggregationFlags(options.aggregation) : [];
   await mkdir(join(dir, 'etcd'), { recursive: true, mode: 0o700 });
-  const server = `https://127.0.0.1:${ports.apiserver}`;
+  const server = `https://${bindAddress}:${ports.apiserver}`;
   const files = {
     admin: join(dir, 'admin.kubeconfig'),
     kcm: join(dir, 'controller-manager.kubeconfig'),
@@ -140,7 +148,7 @@ export async function startControlPlane(options: {
       '--etcd-servers',
       `http://127.0.0.1:${ports.etcdClient}`,
       '--bind-address',
-      '127.0.0.1',
+      bindAddress,
       ...advertise,
       '--secure-port',
       String(ports.apiserver),
