@@ -115,6 +115,35 @@ describe('Reflector', () => {
     await h.stop();
   });
 
+  test('410 Gone again right after a relist backs off instead of looping', async () => {
+    const client = new FakeKubeClient();
+    await client.create(cms, cm('a'));
+    const h = harness(client);
+    await until('watch', () => client.activeWatches === 1);
+    const gone = new KubeApiError(410, 'Expired', 'too old resource version');
+    client.failNext({ verb: 'watch', error: gone, times: 2 });
+    client.expireWatches();
+    // The first 410 relists at once; the next, with no event in between, waits 800 ms.
+    await until('the relist and its failed watch', () => h.lists() === 2 && h.watches() === 2);
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(h.lists(), 2, 'no relist before the back-off');
+    await h.clock.advance(799);
+    assert.equal(h.lists(), 2);
+    await h.clock.advance(1);
+    await until('the next relist and its failed watch', () => h.lists() === 3 && h.watches() === 3);
+    // Then 1600 ms.
+    await h.clock.advance(1599);
+    assert.equal(h.lists(), 3);
+    await h.clock.advance(1);
+    await until('a working watch', () => h.lists() === 4 && client.activeWatches === 1);
+    // An event resets the count: the next 410 relists at once again.
+    await client.create(cms, cm('b'));
+    await until('event', () => h.events.length === 1);
+    client.expireWatches();
+    await until('immediate relist', () => h.lists() === 5);
+    await h.stop();
+  });
+
   test('a normal watch end resumes from the last bookmark, without a relist', async () => {
     const client = new FakeKubeClient();
     const h = harness(client);

@@ -108,6 +108,8 @@ export class Reflector<T extends Listed> {
   #lastSyncAt: number | undefined;
   #lastEventAt: number | undefined;
   #consecutiveErrors = 0;
+  /** 410s in a row with no event delivered in between (reset by any event or normal end). */
+  #consecutiveGone = 0;
   #errors = 0;
   #restarts = 0;
   #handlerErrors = 0;
@@ -181,21 +183,27 @@ export class Reflector<T extends Listed> {
   async #recover(err: unknown, signal: AbortSignal): Promise<void> {
     this.#restarts++;
     if (isGone(err) && this.#resourceVersion !== undefined) {
-      // The resourceVersion was compacted away: only a fresh list is consistent.
+      // The resourceVersion was compacted away: only a fresh list is consistent. The
+      // first 410 relists at once (compaction is routine); one that follows a relist
+      // without a single event in between (etcd restored to an older revision, a proxy
+      // answering 410) waits a growing back-off, as client-go's backoff manager does
+      // between ListAndWatch calls, instead of list/watch as fast as the API answers.
+      this.#consecutiveGone++;
+      const delayMs =
+        this.#consecutiveGone < 2 ? 0 : Math.round(this.#delay(this.#consecutiveGone - 2));
       this.#log.info('Watch expired, listing again', {
         resourceVersion: this.#resourceVersion,
         error: messageOf(err),
+        ...(delayMs > 0 && { delayMs, consecutiveExpired: this.#consecutiveGone }),
       });
       this.#resourceVersion = undefined;
+      if (delayMs > 0) await this.#sleep(delayMs, signal);
       return;
     }
     this.#errors++;
     this.#consecutiveErrors++;
     this.#lastError = messageOf(err);
-    const { initialMs, maxMs } = this.#o.backoff ?? { initialMs: 800, maxMs: 30_000 };
-    const delayMs = Math.round(
-      retryDelay(this.#consecutiveErrors - 1, initialMs, maxMs, this.#o.random ?? Math.random),
-    );
+    const delayMs = Math.round(this.#delay(this.#consecutiveErrors - 1));
     const what = this.#resourceVersion === undefined ? 'List' : 'Watch';
     this.#log.warn(`${what} failed, retrying`, {
       error: this.#lastError,
@@ -203,8 +211,17 @@ export class Reflector<T extends Listed> {
       delayMs,
       ...(this.#resourceVersion === undefined ? {} : { resourceVersion: this.#resourceVersion }),
     });
+    await this.#sleep(delayMs, signal);
+  }
+
+  #delay(attempt: number): number {
+    const { initialMs, maxMs } = this.#o.backoff ?? { initialMs: 800, maxMs: 30_000 };
+    return retryDelay(attempt, initialMs, maxMs, this.#o.random ?? Math.random);
+  }
+
+  async #sleep(ms: number, signal: AbortSignal): Promise<void> {
     try {
-      await this.#o.clock.sleep(delayMs, signal);
+      await this.#o.clock.sleep(ms, signal);
     } catch {
       // Aborted during back-off: run() sees the signal and returns.
     }
@@ -296,6 +313,7 @@ export class Reflector<T extends Listed> {
         }
         if (rv !== undefined && rv !== '') this.#resourceVersion = rv;
         this.#consecutiveErrors = 0;
+        this.#consecutiveGone = 0;
       }
     } finally {
       watch.abort();
@@ -313,6 +331,7 @@ export class Reflector<T extends Listed> {
         `Watch of ${path.resource} ended at once without an event`,
       );
     }
+    this.#consecutiveGone = 0;
     this.#log.debug('Watch ended, resuming', {
       received,
       resourceVersion: this.#resourceVersion ?? '',
