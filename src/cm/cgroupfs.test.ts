@@ -39,6 +39,31 @@ test(
   },
 );
 
+test(
+  'v2: controllers enabled down the tree and limits in cpu.max, cpu.weight, memory.max, pids.max',
+  { skip: version !== 'v2' },
+  async () => {
+    await real.ensure(`${root}/pod2`, {
+      cpuShares: 1024,
+      cpuQuota: 50_000,
+      cpuPeriod: 100_000,
+      memoryLimit: 64 * 1024 * 1024,
+      pidsLimit: 42,
+    });
+    const read = (f: string) => readFile(`/sys/fs/cgroup${root}/${f}`, 'utf8');
+    for (const c of ['cpu', 'memory', 'pids'])
+      assert.ok((await read('cgroup.subtree_control')).split(/\s+/).includes(c), c);
+    assert.equal((await read('pod2/cpu.max')).trim(), '50000 100000');
+    assert.equal((await read('pod2/cpu.weight')).trim(), '39');
+    assert.equal((await read('pod2/memory.max')).trim(), String(64 * 1024 * 1024));
+    assert.equal((await read('pod2/pids.max')).trim(), '42');
+    await real.update(`${root}/pod2`, { cpuQuota: -1 });
+    assert.equal((await read('pod2/cpu.max')).trim(), 'max 100000');
+    assert.equal((await read('pod2/memory.max')).trim(), 'max');
+    assert.equal((await read('pod2/pids.max')).trim(), 'max');
+  },
+);
+
 test('cpu.shares to cpu.weight as upstream converts them', () => {
   assert.equal(sharesToWeight(2), 1);
   assert.equal(sharesToWeight(1024), 39);

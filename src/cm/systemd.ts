@@ -178,6 +178,9 @@ export class SystemdCgroupManager implements CgroupManager {
         },
       );
     }
+    // libcontainer creates the directory after the unit when systemd did not (fs2.CreateCgroupPath).
+    const path = systemdPath(name);
+    if (!(await this.#files.exists(path))) await this.#files.ensure(path, {});
     await this.update(name, resources);
   }
 
