@@ -20,15 +20,18 @@
  * Everything lives under the cluster root (or the node's root directory), so a cluster
  * teardown also ends these processes if a test never called stop().
  */
+import { execFile } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
+import { promisify } from 'node:util';
 import { cacheDir, pinnedVersions, REPO_ROOT } from './binaries.ts';
 import type { Cluster } from './cluster.ts';
 import { kubeconfig, makeLeaf } from './pki.ts';
 import { ComponentProcess, waitFor } from './process.ts';
 
+const execFileAsync = promisify(execFile);
 const NODE_BINARY = join(REPO_ROOT, 'node_modules/.bin/node');
 const SUPERVISE = join(REPO_ROOT, 'test/harness/supervise.ts');
 const MOCK_MODULE = join(REPO_ROOT, 'hack/go/csi-mock');
@@ -186,6 +189,10 @@ export interface CsiOptions {
   readonly volumeLifecycleModes?: readonly ('Persistent' | 'Ephemeral')[];
   /** CSIDriver spec.fsGroupPolicy (default: the API's, ReadWriteOnceWithFSType). */
   readonly fsGroupPolicy?: 'None' | 'File' | 'ReadWriteOnceWithFSType';
+  /** CSIDriver spec.tokenRequests (default none). */
+  readonly tokenRequests?: readonly { audience: string; expirationSeconds?: number }[];
+  /** CSIDriver spec.requiresRepublish (default false). */
+  readonly requiresRepublish?: boolean;
   /** Create the CSIDriver object (default true; false tests a driver Kubernetes does not know). */
   readonly createCsiDriver?: boolean;
   /** The StorageClass (default name csi-mock, Immediate binding, expansion allowed). */
@@ -202,6 +209,11 @@ export interface CsiOptions {
     readonly permissiveTargetPath?: boolean;
     readonly enableTopology?: boolean;
     readonly volumeMountGroup?: boolean;
+    /**
+     * Real devices for block volumes (the mock's --block-dir): a loop device over a
+     * backing file in <dir>/block per volume. Needs root and /dev/loop-control.
+     */
+    readonly blockDevices?: boolean;
   };
   /** Run csi-provisioner and csi-attacher (default true). */
   readonly sidecars?: boolean;
@@ -304,6 +316,28 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
+/** The loop devices whose backing file is under `dir` (from sysfs), e.g. /dev/loop3. */
+export async function loopsUnder(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const name of await readdir('/sys/block').catch(() => [] as string[])) {
+    if (!name.startsWith('loop')) continue;
+    const backing = await readFile(join('/sys/block', name, 'loop/backing_file'), 'utf8').catch(
+      () => '',
+    );
+    if (backing.startsWith(`${dir}/`)) out.push(`/dev/${name}`);
+  }
+  return out.sort();
+}
+
+async function detachLoopsUnder(dir: string, log: (message: string) => void): Promise<void> {
+  for (const device of await loopsUnder(dir)) {
+    log(`detaching ${device}, left under ${dir}`);
+    await execFileAsync('losetup', ['-d', device]).catch((e: unknown) => {
+      log(`losetup -d ${device}: ${String(e)}`);
+    });
+  }
+}
+
 /** Starts the driver, its registrar, the sidecars, and creates the CSIDriver and StorageClass. */
 export async function startCsi(cluster: Cluster, o: CsiOptions): Promise<Csi> {
   const log = o.log ?? (() => undefined);
@@ -352,6 +386,7 @@ export async function startCsi(cluster: Cluster, o: CsiOptions): Promise<Csi> {
     `--volume-mount-group=${String(m.volumeMountGroup ?? false)}`,
     `--state-file=${join(dir, 'state.jsonl')}`,
     `--faults=${faultsFile}`,
+    ...(m.blockDevices === true ? [`--block-dir=${join(dir, 'block')}`] : []),
   ];
   const driverLog = join(dir, 'csi-mock.log');
   let driver: ComponentProcess | undefined;
@@ -434,6 +469,9 @@ export async function startCsi(cluster: Cluster, o: CsiOptions): Promise<Csi> {
         });
       }
       await rm(registrationSocket, { force: true });
+      // Loop devices are the host's: none may outlive the test, whoever attached them
+      // (the mock over its backing files, berth over the bind mounts it holds open).
+      await detachLoopsUnder(cluster.root, log);
     })();
     return stopped;
   };
@@ -461,6 +499,8 @@ export async function startCsi(cluster: Cluster, o: CsiOptions): Promise<Csi> {
           podInfoOnMount: o.podInfoOnMount ?? false,
           volumeLifecycleModes: o.volumeLifecycleModes ?? ['Persistent'],
           ...(o.fsGroupPolicy !== undefined && { fsGroupPolicy: o.fsGroupPolicy }),
+          ...(o.tokenRequests !== undefined && { tokenRequests: o.tokenRequests }),
+          ...(o.requiresRepublish !== undefined && { requiresRepublish: o.requiresRepublish }),
         },
       });
     }
