@@ -28,6 +28,15 @@ import type { ApiRequest, ApiResponse } from './transport.ts';
 
 /** Upstream's http.Server IdleTimeout. */
 const IDLE_TIMEOUT_MS = 90_000;
+/**
+ * How long an HTTP/1.1 connection may stay silent before its first request. Node closes
+ * a connection that starts a request and trickles it (headersTimeout) and one that never
+ * finishes the TLS handshake (handshakeTimeout), but one that completes the handshake
+ * and then says nothing was held forever: any client, certificate or not, could pile
+ * them up. Upstream's Go server closes it after its ReadTimeout (4 min); berth waits as
+ * long as it lets a connection idle between requests.
+ */
+const FIRST_REQUEST_TIMEOUT_MS = IDLE_TIMEOUT_MS;
 /** Why an idle wait ended early; shared, as each abort would otherwise build an error. */
 const STREAM_OPENED = new DOMException('A stream opened', 'AbortError');
 /** Go's HTTP/2 server default; Node's own is unbounded. */
@@ -41,6 +50,8 @@ export interface ApiListenerHandlers {
   readonly shouldUpgrade: (req: IncomingMessage) => boolean;
   readonly request: (req: ApiRequest, res: ApiResponse) => void;
   readonly upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  /** Tests only: how long a new HTTP/1.1 connection may wait for its first request. */
+  readonly firstRequestTimeoutMs?: number;
 }
 
 /** The listener, and a way to cut every connection at once (stop()). */
@@ -76,15 +87,22 @@ export function createApiListener(
   http1.keepAliveTimeout = IDLE_TIMEOUT_MS;
   const connections = new Set<TLSSocket>();
   server.on('request', (req: ApiRequest, res: ApiResponse) => {
+    // A request came: the first-request wait is over (node:http times keep-alive itself).
+    if (req.httpVersionMajor === 1) req.socket.setTimeout(0);
     handlers.request(req, res);
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    req.socket.setTimeout(0);
     handlers.upgrade(req, socket, head);
   });
+  const firstRequestMs = handlers.firstRequestTimeoutMs ?? FIRST_REQUEST_TIMEOUT_MS;
   server.on('secureConnection', (socket: TLSSocket) => {
     prepareConnection(socket);
     connections.add(socket);
     socket.once('close', () => connections.delete(socket));
+    // HTTP/2 sessions have closeWhenIdle; node:http destroys a socket whose timeout
+    // nobody else answers.
+    if (socket.alpnProtocol !== 'h2') socket.setTimeout(firstRequestMs);
   });
   server.on('session', (session: ServerHttp2Session) => {
     closeWhenIdle(session, handlers.clock);
