@@ -35,7 +35,7 @@ import { LinuxHostInfo } from '../nodestatus/host-info.ts';
 import { DevKmsgSource } from '../oom/kmsg.ts';
 import { detectNodeIP } from '../nodestatus/node-ip.ts';
 import { systemClock } from '../util/clock.ts';
-import { createLogger } from '../util/logger.ts';
+import { createLogger, LogVerbosity } from '../util/logger.ts';
 import { parseQuantity } from '../util/quantity.ts';
 
 function socketPath(endpoint: string): string {
@@ -66,6 +66,7 @@ function evictionReserve(hard: Readonly<Record<string, string>>): {
 function serverOptions(
   k: KubeletConfig,
   tls: { readonly tlsCertFile: string | null; readonly tlsPrivateKeyFile: string | null },
+  verbosity: LogVerbosity,
 ): NonNullable<KubeletOptions['server']> {
   if ((tls.tlsCertFile === null || tls.tlsPrivateKeyFile === null) && !k.serverTLSBootstrap) {
     throw new ConfigError(
@@ -94,6 +95,7 @@ function serverOptions(
     systemLogHandler: k.enableSystemLogHandler,
     // enableSystemLogQuery (default false) is the switch; featureGates NodeLogQuery=false also turns it off.
     systemLogQuery: k.enableSystemLogQuery && k.featureGates['NodeLogQuery'] !== false,
+    ...(k.enableDebugFlagsHandler && { debugFlags: verbosity }),
   };
 }
 
@@ -123,7 +125,9 @@ async function main(argv: readonly string[]): Promise<number> {
     throw err;
   }
   const k = config.kubelet;
-  const logger = createLogger({ verbosity: config.verbosity, format: config.loggingFormat });
+  // One verbosity for every logger, so PUT /debug/flags/v changes it for all of them.
+  const verbosity = new LogVerbosity(config.verbosity);
+  const logger = createLogger({ verbosity, format: config.loggingFormat });
   let server: KubeletOptions['server'];
   let eviction: KubeletOptions['eviction'];
   try {
@@ -137,7 +141,7 @@ async function main(argv: readonly string[]): Promise<number> {
       clock: systemClock,
       logger,
     });
-    server = k.enableServer ? serverOptions(k, tls) : undefined;
+    server = k.enableServer ? serverOptions(k, tls, verbosity) : undefined;
     eviction = evictionOptionsOf(k);
   } catch (err) {
     if (!(

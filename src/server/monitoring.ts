@@ -10,7 +10,8 @@ import { renderCadvisorMetrics } from '../stats/cadvisor-metrics.ts';
 import { renderResourceMetrics } from '../stats/resource-metrics.ts';
 import type { StatsProvider, Summary } from '../stats/types.ts';
 import { isAbortError } from '../util/errors.ts';
-import type { Logger } from '../util/logger.ts';
+import type { Logger, LogVerbosity } from '../util/logger.ts';
+import { serveDebugFlags } from './debug-flags.ts';
 import { HttpError, type ParsedTarget } from './handlers.ts';
 import type { ApiRequest, ApiResponse } from './transport.ts';
 
@@ -26,6 +27,8 @@ export interface MonitoringDeps {
   readonly stats: StatsProvider | undefined;
   /** The effective KubeletConfiguration /configz shows; undefined: 404. */
   readonly configz: unknown;
+  /** /debug/flags/v's target; undefined: enableDebugFlagsHandler is false. */
+  readonly debugFlags?: LogVerbosity | undefined;
   readonly healthChecks: readonly HealthCheck[];
 }
 
@@ -99,6 +102,10 @@ export async function serveMonitoring(
       );
     const summary = await deps.stats.summary({ onlyCpuAndMemory: only === 'true', signal });
     res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(summary));
+    return true;
+  }
+  if (first === 'debug' && second === 'flags' && rest.length === 1 && rest[0] === 'v') {
+    await serveDebugFlags(deps.debugFlags, req, res, signal);
     return true;
   }
   if (first === 'configz' && second === undefined) {

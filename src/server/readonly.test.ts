@@ -117,6 +117,7 @@ describe('kubelet read-only port', () => {
       '/portForward/ns/web',
       '/logs/',
       '/debug/pprof/',
+      '/debug/flags/v',
       '/',
     ]) {
       const reply = await get(path, path.startsWith('/run/') ? 'POST' : 'GET');

@@ -18,7 +18,7 @@ import type { StatsProvider } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { CONNECTION_CLOSED, isAbortError } from '../util/errors.ts';
 import { createServer as createHttpServer } from '../util/node-http.ts';
-import type { Logger } from '../util/logger.ts';
+import type { Logger, LogVerbosity } from '../util/logger.ts';
 import {
   alwaysAllow,
   Authenticator,
@@ -99,6 +99,8 @@ export interface KubeletServerOptions {
   readonly debuggingHandlers: boolean;
   /** The effective KubeletConfiguration (v1beta1, as JSON) /configz shows; absent: 404. */
   readonly configz?: unknown;
+  /** PUT /debug/flags/v sets it (enableDebugFlagsHandler); absent: the disabled endpoint. */
+  readonly debugFlags?: LogVerbosity;
   /** enableSystemLogHandler: false leaves out /logs/ (default true). */
   readonly systemLogHandler?: boolean;
   /** The directory /logs/ serves (default /var/log). */
@@ -172,6 +174,7 @@ export class KubeletServer {
       metrics: deps.metrics,
       stats: deps.stats,
       configz: options.configz,
+      debugFlags: options.debugFlags,
       healthChecks: kubeletHealthChecks(deps.syncLoopHealth),
     };
     this.#authn = new Authenticator({

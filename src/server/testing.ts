@@ -89,6 +89,7 @@ export interface CallOptions {
   readonly method?: string;
   readonly tls?: boolean;
   readonly headers?: Readonly<Record<string, string>>;
+  readonly body?: string;
 }
 
 /** One request to 127.0.0.1:`port`; HTTPS accepts the self-signed certificate. */
@@ -124,7 +125,7 @@ export function callRaw(port: number, path: string, options: CallOptions = {}): 
         ? httpRequest(target, onResponse)
         : httpsRequest({ ...target, rejectUnauthorized: false }, onResponse);
     req.on('error', reject);
-    req.end();
+    req.end(options.body);
   });
 }
 

@@ -18,10 +18,29 @@ export interface Logger {
   child(bindings: LogFields): Logger;
 }
 
+/**
+ * klog's -v, shared by a logger and all its children and changeable while berth runs
+ * (PUT /debug/flags/v). Records at debug level are written from verbosity 4 on.
+ */
+export class LogVerbosity {
+  #value: number;
+  constructor(value = 0) {
+    this.#value = value;
+  }
+  get value(): number {
+    return this.#value;
+  }
+  set(value: number): void {
+    this.#value = value;
+  }
+}
+
 class PinoAdapter implements Logger {
   readonly #p: PinoLogger;
-  constructor(p: PinoLogger) {
+  readonly #v: LogVerbosity;
+  constructor(p: PinoLogger, v: LogVerbosity) {
     this.#p = p;
+    this.#v = v;
   }
   error(msg: string, fields: LogFields = {}): void {
     this.#p.error(fields, msg);
@@ -33,16 +52,17 @@ class PinoAdapter implements Logger {
     this.#p.info(fields, msg);
   }
   debug(msg: string, fields: LogFields = {}): void {
-    this.#p.debug(fields, msg);
+    // Checked here, not by pino's level: a child keeps the level it was made with.
+    if (this.#v.value >= 4) this.#p.debug(fields, msg);
   }
   child(bindings: LogFields): Logger {
-    return new PinoAdapter(this.#p.child(bindings));
+    return new PinoAdapter(this.#p.child(bindings), this.#v);
   }
 }
 
 export interface LoggerOptions {
-  /** klog-style verbosity: 0-3 info, >= 4 debug. */
-  readonly verbosity?: number;
+  /** klog-style verbosity: 0-3 info, >= 4 debug; a LogVerbosity to change it later. */
+  readonly verbosity?: number | LogVerbosity;
   readonly format?: 'json' | 'text';
   /** Where records go (default stderr, as the kubelet logs). */
   readonly destination?: NodeJS.WritableStream;
@@ -68,7 +88,10 @@ function textLine(o: Record<string, unknown>): string {
 
 export function createLogger(options: LoggerOptions = {}): Logger {
   const dest = options.destination ?? process.stderr;
-  const level = (options.verbosity ?? 0) >= 4 ? 'debug' : 'info';
+  const verbosity =
+    options.verbosity instanceof LogVerbosity
+      ? options.verbosity
+      : new LogVerbosity(options.verbosity ?? 0);
   const stream =
     options.format === 'text'
       ? {
@@ -77,7 +100,7 @@ export function createLogger(options: LoggerOptions = {}): Logger {
           },
         }
       : dest;
-  return new PinoAdapter(pino({ level, base: null }, stream));
+  return new PinoAdapter(pino({ level: 'debug', base: null }, stream), verbosity);
 }
 
 export interface CapturedRecord {
