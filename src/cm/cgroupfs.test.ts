@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { CgroupfsManager, detectCgroupVersion, sharesToWeight } from './cgroupfs.ts';
@@ -36,6 +37,20 @@ test(
     assert.notEqual((await read('cpuset', 'cpuset.mems')).trim(), '');
     await real.update(`${root}/pod1`, {});
     assert.equal((await read('pids', 'pids.max')).trim(), 'max');
+  },
+);
+
+test(
+  'v1: destroy also removes the directories runc made in the systemd and unified hierarchies',
+  { skip: version !== 'v1' },
+  async () => {
+    await real.ensure(`${root}/pod3`, {});
+    const others = ['systemd', 'unified'].filter((h) => existsSync(`/sys/fs/cgroup/${h}`));
+    // As runc does for a container of the pod: the parent directories in every hierarchy.
+    for (const h of others) await mkdir(`/sys/fs/cgroup/${h}${root}/pod3/ctr`, { recursive: true });
+    await real.destroy(`${root}/pod3`);
+    for (const h of ['memory', ...others])
+      assert.equal(existsSync(`/sys/fs/cgroup/${h}${root}/pod3`), false, h);
   },
 );
 

@@ -301,6 +301,31 @@ export class CgroupfsManager implements CgroupManager {
           throw new CgroupError(`Cannot remove cgroup ${dir}`, { cause: err });
       }
     };
-    for (const { dir } of await this.#dirs(name)) await remove(dir);
+    for (const dir of await this.#everyHierarchy(name)) await remove(dir);
+  }
+
+  /**
+   * The cgroup's directory in every hierarchy mounted under the root, not only the
+   * controllers berth writes: runc also makes the pod's directory (as its containers'
+   * parent) in the named systemd hierarchy and, on a hybrid host, in the unified one,
+   * and nothing else would remove those (upstream's Destroy covers every mount too).
+   */
+  async #everyHierarchy(name: string): Promise<string[]> {
+    const rel = checkName(name);
+    if (this.version === 'v2') return [join(this.#root, rel)];
+    const out = (await this.#dirs(rel)).map((d) => d.dir);
+    const seen = new Set<string>();
+    for (const c of V1_CONTROLLERS) {
+      const st = await stat(join(this.#root, c)).catch(() => undefined);
+      if (st !== undefined) seen.add(`${st.dev}:${st.ino}`);
+    }
+    for (const e of await readdir(this.#root, { withFileTypes: true }).catch(() => [])) {
+      if (!e.isDirectory()) continue;
+      const st = await stat(join(this.#root, e.name)).catch(() => undefined);
+      if (st === undefined || seen.has(`${st.dev}:${st.ino}`)) continue;
+      seen.add(`${st.dev}:${st.ino}`);
+      out.push(join(this.#root, e.name, rel));
+    }
+    return out;
   }
 }
