@@ -34,13 +34,10 @@ import {
   uniqueVolumeName,
   volumeDevicesDir,
 } from './paths.ts';
-import { accessModeOf, podInfo, type CsiSetUpOptions } from './setup.ts';
+import { accessModeOf, ATTACH_TIMEOUT_MS, podInfo, type CsiSetUpOptions } from './setup.ts';
 import type { CsiVolumeSpec } from './spec.ts';
 import { detail, opError, prefixed, type CsiVolumeState } from './state.ts';
 import { loadVolData, saveVolData } from './vol-data.ts';
-
-/** Upstream's podAttachAndMountTimeout. */
-const ATTACH_TIMEOUT_MS = 123_000;
 
 export interface CsiBlockOptions extends CsiSetUpOptions {
   readonly mounter: Mounter;

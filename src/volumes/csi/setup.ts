@@ -42,7 +42,7 @@ import { serviceAccountTokenAttrs } from './tokens.ts';
 import { saveVolData } from './vol-data.ts';
 
 /** Upstream's podAttachAndMountTimeout. */
-const ATTACH_TIMEOUT_MS = 123_000;
+export const ATTACH_TIMEOUT_MS = 123_000;
 
 export interface CsiSetUpOptions {
   readonly rootDir: string;
