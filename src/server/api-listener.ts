@@ -33,7 +33,7 @@ const IDLE_TIMEOUT_MS = 90_000;
  * a connection that starts a request and trickles it (headersTimeout) and one that never
  * finishes the TLS handshake (handshakeTimeout), but one that completes the handshake
  * and then says nothing was held forever: any client, certificate or not, could pile
- * them up. Upstream's Go server closes it after its ReadTimeout (4 min); berth waits as
+ * them up. Upstream's Go server closes it only after its ReadTimeout (4 h); berth waits as
  * long as it lets a connection idle between requests.
  */
 const FIRST_REQUEST_TIMEOUT_MS = IDLE_TIMEOUT_MS;
