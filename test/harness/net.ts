@@ -2,6 +2,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
+import { networkInterfaces } from 'node:os';
 
 /** A port free on 127.0.0.1 right now (the OS picks it). */
 export async function freePort(): Promise<number> {
@@ -37,13 +38,17 @@ export interface FetchResult {
   readonly body: Buffer;
 }
 
-/** One request to a loopback URL (http or https) with optional mTLS material. */
+/** One request to a loopback URL (or an address of this machine) (http or https) with optional mTLS material. */
 export async function fetchLocal(url: string, options: FetchOptions = {}): Promise<FetchResult> {
   const target = new URL(url);
   if (
     target.hostname !== '127.0.0.1' &&
     target.hostname !== 'localhost' &&
-    target.hostname !== '[::1]'
+    target.hostname !== '[::1]' &&
+    // An address of this machine's own interfaces (the VM tier's host-only bridge).
+    !Object.values(networkInterfaces()).some((list) =>
+      (list ?? []).some((a) => a.address === target.hostname),
+    )
   ) {
     throw new Error(`Cannot fetch ${url}: the test harness only talks to loopback`);
   }
