@@ -36,6 +36,7 @@ import { DevKmsgSource } from '../oom/kmsg.ts';
 import { detectNodeIP } from '../nodestatus/node-ip.ts';
 import { systemClock } from '../util/clock.ts';
 import { createLogger, LogVerbosity } from '../util/logger.ts';
+import { setOpenFilesLimit } from '../util/rlimit.ts';
 import { parseQuantity } from '../util/quantity.ts';
 
 function socketPath(endpoint: string): string {
@@ -128,6 +129,12 @@ async function main(argv: readonly string[]): Promise<number> {
   // One verbosity for every logger, so PUT /debug/flags/v changes it for all of them.
   const verbosity = new LogVerbosity(config.verbosity);
   const logger = createLogger({ verbosity, format: config.loggingFormat });
+  try {
+    await setOpenFilesLimit(k.maxOpenFiles, AbortSignal.timeout(10_000));
+  } catch (err) {
+    // Upstream logs this and starts anyway.
+    logger.error('Failed to set rlimit on max file handles', { error: String(err) });
+  }
   let server: KubeletOptions['server'];
   let eviction: KubeletOptions['eviction'];
   try {

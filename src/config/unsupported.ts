@@ -9,7 +9,7 @@
  * not listed here: their managers act on them (volumeStatsAggPeriod too: the volume
  * stats collector measures at that period, and zero or less turns it off as upstream).
  * Logging and profiling knobs whose defaults berth cannot honour either way
- * (enableProfilingHandler, maxOpenFiles) are listed in
+ * (enableProfilingHandler) are listed in
  * ARCHITECTURE.md's deliberate differences instead, since refusing their defaults
  * would refuse every config.
  */
