@@ -52,16 +52,20 @@ export class Backoff {
 
   /** True while `key` must still wait after its last failure. */
   inBackoff(key: string): boolean {
-    const entry = this.#entries.get(key);
-    if (entry === undefined) return false;
-    return this.#clock.now() < entry.lastFailure + entry.delayMs;
+    return this.remaining(key) > 0;
   }
 
-  /** Ms left until `key` may be tried again (0 when it may now). */
+  /**
+   * Ms left until `key` may be tried again (0 when it may now). A last failure in the
+   * future means the wall clock stepped back (an hour, say): it is moved to now, so the
+   * key waits its back-off once more, not the back-off plus the hour.
+   */
   remaining(key: string): number {
     const entry = this.#entries.get(key);
     if (entry === undefined) return 0;
-    return Math.max(0, entry.lastFailure + entry.delayMs - this.#clock.now());
+    const now = this.#clock.now();
+    if (entry.lastFailure > now) entry.lastFailure = now;
+    return Math.max(0, entry.lastFailure + entry.delayMs - now);
   }
 
   reset(key: string): void {

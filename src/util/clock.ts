@@ -60,6 +60,16 @@ export class FakeClock implements Clock {
     return this.#timers.length;
   }
 
+  /**
+   * The wall clock jumps by `ms` (either way: NTP stepping it, an operator setting it),
+   * as `Date.now()` would. Sleeps run on the monotonic clock, so each keeps the time it
+   * had left and none wakes because of the jump.
+   */
+  jump(ms: number): void {
+    this.#now += ms;
+    this.#timers = this.#timers.map((t) => ({ ...t, at: t.at + ms }));
+  }
+
   /** Moves time forward, waking every sleeper whose time has come, in order. */
   async advance(ms: number): Promise<void> {
     const target = this.#now + ms;
