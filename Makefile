@@ -4,7 +4,7 @@ NODE := node_modules/.bin/node
 BIN := node_modules/.bin
 export GOTOOLCHAIN := local
 
-.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm test-vm test-faults demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct bench-eviction conformance
+.PHONY: all deps lint typecheck format test test-unit test-e2e test-eviction test-csi-upstream test-kubeadm test-vm test-faults soak demo demo-stop gen bench bench-probes bench-api bench-api-paired bench-api-direct bench-eviction conformance
 
 all: test
 
@@ -55,6 +55,15 @@ test-csi-upstream: deps
 test-faults: deps
 	@echo "== fault-injection tests (node agent: $${FAULTS_AGENT:-berth})"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=1800000 'test/faults/**/*.test.ts'
+
+## soak: long runs, not in CI. The fuzz suites with a random seed (FUZZ_SEED=<n> replays one) and
+## FUZZ_RUNS (default 20000: each suite 20 times its make-test share), then the churn soak for
+## SOAK_MINUTES (default 10; SOAK_PODS pods of each kind per round); figures in $$FAULTS_OUT when set.
+soak: deps
+	@echo "== fuzz (seed $${FUZZ_SEED:-random}, FUZZ_RUNS=$${FUZZ_RUNS:-20000})"
+	@FUZZ_SEED=$${FUZZ_SEED:-random} FUZZ_RUNS=$${FUZZ_RUNS:-20000} $(NODE) --test --test-reporter=spec --test-timeout=3600000 'test/fuzz/**/*.test.ts'
+	@echo "== churn soak ($${SOAK_MINUTES:-10} min)"
+	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=86400000 'test/soak/**/*.test.ts'
 
 ## test-kubeadm: `kubeadm init` with berth as the kubelet, then `kubeadm reset -f` (a tier of its
 ## own: it writes /etc/kubernetes, /var/lib/kubelet and /var/lib/etcd, saved and restored around it)
