@@ -16,7 +16,7 @@ import { REPO_ROOT, cacheDir } from './binaries.ts';
 import { run } from './exec.ts';
 import { freePort } from './net.ts';
 import { ComponentProcess, isAlive } from './process.ts';
-import { qemuArgs, sshRun, waitForSsh, SHARES } from './vm-qemu.ts';
+import { Qmp, qemuArgs, sshRun, waitForSsh, SHARES } from './vm-qemu.ts';
 import { createTap, deleteLinks, existingLinks, type VmNetwork } from './vm-net.ts';
 
 export interface Guest {
@@ -145,6 +145,7 @@ export async function startGuests(options: StartGuestsOptions): Promise<{
   }
   await Promise.all(
     guests.map(async (g) => {
+      await resume(join(g.dir, 'qmp.sock'));
       await waitForSsh(image, g.sshPort, 300_000).catch(async (err: unknown) => {
         throw new Error(`guest ${g.name} did not come up:\n${await g.process.tail()}`, {
           cause: err,
@@ -155,6 +156,28 @@ export async function startGuests(options: StartGuestsOptions): Promise<{
     }),
   );
   return { guests, state };
+}
+
+/**
+ * Waits for the golden state to be loaded and starts the CPUs: the state was saved from
+ * a stopped machine, so QEMU leaves the guest paused after loading it.
+ */
+async function resume(qmpSocket: string): Promise<void> {
+  const qmp = await Qmp.open(qmpSocket, 300_000);
+  try {
+    const deadline = Date.now() + 600_000;
+    for (;;) {
+      const m = (await qmp.command('query-migrate')) as { status?: string };
+      if (m.status === 'completed') break;
+      if (m.status === 'failed' || Date.now() > deadline)
+        throw new Error(`Cannot load the golden state: migration ${String(m.status)}`);
+      await sleep(500);
+    }
+    const s = (await qmp.command('query-status')) as { running?: boolean };
+    if (s.running !== true) await qmp.command('cont');
+  } finally {
+    qmp.close();
+  }
 }
 
 /** Clock, hostname, machine-id, MAC and address, then the 9p shares (after the resume). */
