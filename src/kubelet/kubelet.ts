@@ -112,6 +112,10 @@ export class Kubelet {
       clusterTrustBundleProjection:
         options.standalone !== true &&
         options.featureGates?.['ClusterTrustBundleProjection'] !== false,
+      podCertificates:
+        options.standalone !== true && options.featureGates?.['PodCertificateRequest'] !== false,
+      recorder,
+      nodeUID: () => this.nodeStatus.node?.metadata?.uid,
     });
     this.volumes.objects.onChange((kind, ns, name) => {
       this.#resyncUsers(kind, ns, name);
@@ -122,6 +126,11 @@ export class Kubelet {
       for (const pod of this.static.config.pods().values()) {
         if (projectsTrustBundle(pod)) this.podWorkers.update(pod, 'update');
       }
+    });
+    // Issued, renewed, denied or failed credentials: the pod's volumes follow at once.
+    this.volumes.podCertificates?.onChange((uid) => {
+      const pod = this.static.config.pods().get(uid);
+      if (pod !== undefined) this.podWorkers.update(pod, 'update');
     });
     this.podCgroups =
       deps.cgroups === undefined || !options.cgroupsPerQOS
@@ -233,6 +242,7 @@ export class Kubelet {
       resize: this.resize.resizer,
       onPodGone: (uid) => {
         this.volumes.tokens.deletePodTokens(uid);
+        this.volumes.podCertificates?.forgetPod(uid);
       },
     });
     this.podWorkers = new PodWorkers({

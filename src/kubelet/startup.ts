@@ -42,6 +42,7 @@ export function apiLoops(d: ApiLoopDeps): Loop[] {
     ['tokens', (s) => d.volumes.tokens.run(s)],
     // Idle until a pod projects a ClusterTrustBundle (upstream's lazy informer).
     ['trust-bundles', (s) => d.volumes.trustBundles?.run(s) ?? Promise.resolve()],
+    ['pod-certificates', (s) => d.volumes.podCertificates?.run(s) ?? Promise.resolve()],
     // Registers the Node first (retrying), then posts its status.
     ['node-status', (s) => d.nodeStatus.run(s)],
     ['lease', (s) => d.lease.run(s)],

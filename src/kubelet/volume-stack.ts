@@ -9,6 +9,7 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { CsiDriverRegistry } from '../csi/types.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { KubeClient } from '../kube/types.ts';
+import type { EventRecorder } from '../events/types.ts';
 import { HostDownwardResolver, type NodeAllocatable } from '../kuberuntime/downward.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
@@ -17,7 +18,9 @@ import { HostVolumeManager } from '../volumes/manager.ts';
 import { SystemMounter, type Mounter } from '../volumes/mounter.ts';
 import {
   ApiVolumeSources,
+  DisabledPodCertificates,
   DisabledTrustBundles,
+  PodCertificateManager,
   TokenManager,
   TrustBundleCache,
   WatchingObjectCache,
@@ -43,6 +46,12 @@ export interface VolumeStackOptions {
   readonly metrics?: KubeletMetrics | undefined;
   /** Gate ClusterTrustBundleProjection (GA in v1.37, default on); off in standalone mode. */
   readonly clusterTrustBundleProjection: boolean;
+  /** Gate PodCertificateRequest (GA in v1.37, default on); off in standalone mode. */
+  readonly podCertificates: boolean;
+  /** For podCertificate events (Denied, Failed, CertificateExpired, ...). */
+  readonly recorder: EventRecorder;
+  /** The registered Node's uid (PodCertificateRequests name it). */
+  readonly nodeUID: () => string | undefined;
 }
 
 export interface VolumeStack {
@@ -51,6 +60,8 @@ export interface VolumeStack {
   readonly tokens: TokenManager;
   /** ClusterTrustBundles for projections; undefined when the gate is off (nothing to run). */
   readonly trustBundles: TrustBundleCache | undefined;
+  /** podCertificate credentials; undefined when the gate is off (nothing to run). */
+  readonly podCertificates: PodCertificateManager | undefined;
   /** Volume usage for /stats/summary, eviction and kubelet_volume_stats_*; the kubelet runs it. */
   readonly stats: VolumeStatsCollector;
 }
@@ -70,6 +81,17 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
   const trustBundles = o.clusterTrustBundleProjection
     ? new TrustBundleCache({ kube: o.kube, clock: o.clock, logger })
     : undefined;
+  const podCertificates = o.podCertificates
+    ? new PodCertificateManager({
+        kube: o.kube,
+        nodeName: o.nodeName,
+        nodeUID: o.nodeUID,
+        pods: o.pods,
+        recorder: o.recorder,
+        clock: o.clock,
+        logger,
+      })
+    : undefined;
   const sources = new ApiVolumeSources({
     kube: o.kube,
     cache: objects,
@@ -77,6 +99,7 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     downward,
     logger,
     trustBundles: trustBundles ?? new DisabledTrustBundles(),
+    podCertificates: podCertificates ?? new DisabledPodCertificates(),
   });
   const mounter = o.mounter ?? new SystemMounter();
   const csi = new CsiVolumePlugin({
@@ -116,5 +139,5 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     }),
   });
   metrics?.observeVolumes(() => stats.all());
-  return { volumes, objects, tokens, trustBundles, stats };
+  return { volumes, objects, tokens, trustBundles, podCertificates, stats };
 }

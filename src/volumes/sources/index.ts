@@ -15,6 +15,7 @@ import { resolveProjectedVolume } from './projected.ts';
 import { resolveSecretVolume } from './secret.ts';
 import type { ServiceAccountTokens } from './token-manager.ts';
 import type { ClusterTrustBundles } from './trust-bundles.ts';
+import type { PodCertificates } from './pod-certificates.ts';
 
 export {
   WatchingObjectCache,
@@ -43,6 +44,13 @@ export {
 export { podObjectRefs, type PodObjectRefs } from './pod-refs.ts';
 export { podServiceAccount } from './projected.ts';
 export {
+  DisabledPodCertificates,
+  PodCertificateManager,
+  projectsPodCertificate,
+  type PodCertificateManagerOptions,
+  type PodCertificates,
+} from './pod-certificates.ts';
+export {
   DisabledTrustBundles,
   projectsTrustBundle,
   TrustBundleCache,
@@ -62,6 +70,8 @@ export interface ApiVolumeSourcesOptions {
   readonly downward: DownwardResolver;
   /** clusterTrustBundle projections (default: off, as with the gate disabled). */
   readonly trustBundles?: ClusterTrustBundles;
+  /** podCertificate projections (default: off, upstream's NoOpManager). */
+  readonly podCertificates?: PodCertificates;
   readonly logger: Logger;
 }
 
@@ -93,6 +103,7 @@ export class ApiVolumeSources implements VolumeSourceResolver {
   readonly #tokens: ServiceAccountTokens;
   readonly #downward: DownwardResolver;
   readonly #trustBundles: ClusterTrustBundles | undefined;
+  readonly #podCertificates: PodCertificates | undefined;
   readonly #log: Logger;
 
   constructor(options: ApiVolumeSourcesOptions) {
@@ -100,6 +111,7 @@ export class ApiVolumeSources implements VolumeSourceResolver {
     this.#tokens = options.tokens;
     this.#downward = options.downward;
     this.#trustBundles = options.trustBundles;
+    this.#podCertificates = options.podCertificates;
     this.#log = options.logger.child({ component: 'volume-sources' });
   }
 
@@ -125,6 +137,9 @@ export class ApiVolumeSources implements VolumeSourceResolver {
           tokens: this.#tokens,
           downward: this.#downward,
           ...(this.#trustBundles !== undefined && { trustBundles: this.#trustBundles }),
+          ...(this.#podCertificates !== undefined && {
+            podCertificates: this.#podCertificates,
+          }),
         },
         signal,
       );

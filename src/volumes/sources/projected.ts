@@ -1,6 +1,6 @@
 /**
  * projected volumes (upstream pkg/volume/projected): configMap, secret, downwardAPI,
- * serviceAccountToken and clusterTrustBundle sources merged into one directory on tmpfs. Every source is
+ * serviceAccountToken, clusterTrustBundle and podCertificate sources merged into one directory on tmpfs. Every source is
  * collected, failures are reported together (as upstream's error aggregate), and two
  * sources writing the same path are refused.
  */
@@ -25,6 +25,12 @@ import {
 import { secretPayload } from './secret.ts';
 import { DEFAULT_TOKEN_EXPIRATION_SECONDS, type ServiceAccountTokens } from './token-manager.ts';
 import { DisabledTrustBundles, type ClusterTrustBundles } from './trust-bundles.ts';
+import {
+  DisabledPodCertificates,
+  podCertificateOf,
+  type PodCertificateProjection,
+  type PodCertificates,
+} from './pod-certificates.ts';
 
 /** What a projected volume reads from. */
 export interface ProjectedDeps {
@@ -33,6 +39,8 @@ export interface ProjectedDeps {
   readonly downward: DownwardResolver;
   /** Default: the projection is off (upstream's message for every bundle). */
   readonly trustBundles?: ClusterTrustBundles;
+  /** Default: podCertificate projections are off (upstream's NoOpManager). */
+  readonly podCertificates?: PodCertificates;
 }
 
 /** The service account a pod runs as (the apiserver defaults it to "default"). */
@@ -94,15 +102,51 @@ async function trustBundlePayload(
   return new Map([[source.path, { data, mode }]]);
 }
 
+/** upstream's podCertificate payload: key, chain and the two together, each where asked. */
+function podCertificatePayload(
+  pod: Pod,
+  volume: Volume,
+  index: number,
+  source: PodCertificateProjection,
+  defaultMode: number,
+  deps: ProjectedDeps,
+): Payload {
+  const paths = [source.credentialBundlePath, source.keyPath, source.certificateChainPath];
+  for (const p of paths) if (p !== undefined && p !== '') checkPayloadPath(p, 'podCertificate');
+  const { key, chain } = (deps.podCertificates ?? new DisabledPodCertificates()).credentialBundle(
+    pod,
+    volume.name,
+    index,
+  );
+  const mode = pod.spec?.securityContext?.fsGroup === undefined ? defaultMode & 0o777 : 0o600;
+  const out = new Map<string, { data: Buffer; mode: number }>();
+  if (source.credentialBundlePath !== undefined && source.credentialBundlePath !== '') {
+    out.set(source.credentialBundlePath, { data: Buffer.concat([key, chain]), mode });
+  }
+  if (source.keyPath !== undefined && source.keyPath !== '') {
+    out.set(source.keyPath, { data: key, mode });
+  }
+  if (source.certificateChainPath !== undefined && source.certificateChainPath !== '') {
+    out.set(source.certificateChainPath, { data: chain, mode });
+  }
+  return out;
+}
+
 type Source = NonNullable<ProjectedVolumeSource['sources']>[number];
 
 async function sourcePayload(
   pod: Pod,
+  volume: Volume,
+  index: number,
   source: Source,
   defaultMode: number,
   deps: ProjectedDeps,
   signal: AbortSignal,
 ): Promise<Payload> {
+  const podCertificate = podCertificateOf(source);
+  if (podCertificate !== undefined) {
+    return podCertificatePayload(pod, volume, index, podCertificate, defaultMode, deps);
+  }
   const namespace = pod.metadata?.namespace ?? 'default';
   if (source.configMap !== undefined) {
     const name = source.configMap.name ?? '';
@@ -148,9 +192,10 @@ export async function resolveProjectedVolume(
   const defaultMode = source.defaultMode ?? DEFAULT_MODE;
   const payload: MutablePayload = new Map();
   const errors: unknown[] = [];
-  for (const item of source.sources ?? []) {
+  for (const [index, item] of (source.sources ?? []).entries()) {
     try {
-      mergePayload(payload, await sourcePayload(pod, item, defaultMode, deps, signal), volume.name);
+      const files = await sourcePayload(pod, volume, index, item, defaultMode, deps, signal);
+      mergePayload(payload, files, volume.name);
     } catch (err) {
       if (signal.aborted) throw err;
       errors.push(err);
