@@ -196,6 +196,21 @@ describe('HostVolumeManager', () => {
     await assert.rejects(lstat(path.join(rootDir, 'pods', 'u')), { code: 'ENOENT' });
   });
 
+  it('reports a host error (ENOSPC, ENOTDIR, ...) as a MountVolume.SetUp VolumeError', async () => {
+    // A file where the pod's volumes directory must go fails like a full disk: errno.
+    await mkdir(path.join(rootDir, 'pods', 'u'), { recursive: true });
+    await writeFile(path.join(rootDir, 'pods', 'u', 'volumes'), '');
+    await assert.rejects(
+      vm.setUpPod(testPod('u', [{ name: 'cfg', configMap: { name: 'c' } }]), signal),
+      (err: unknown) => {
+        assert.ok(err instanceof VolumeError, String(err));
+        assert.equal(err.code, 'BERTH_VOLUME_MOUNT_FAILED');
+        assert.match(err.message, /^MountVolume\.SetUp failed for volume "cfg" : E[A-Z]+: /);
+        return true;
+      },
+    );
+  });
+
   it('maps volumeMounts to CRI mounts with readOnly and propagation', async () => {
     const container: Container = {
       name: 'c',

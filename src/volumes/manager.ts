@@ -156,7 +156,11 @@ export class HostVolumeManager implements VolumeManager {
     const byName = new Map<string, MountedVolume>();
     for (const v of volumes) {
       signal.throwIfAborted();
-      byName.set(v.name, await this.#setUpVolume(pod, uid, v, log, signal));
+      try {
+        byName.set(v.name, await this.#setUpVolume(pod, uid, v, log, signal));
+      } catch (err) {
+        throw signal.aborted ? err : hostFailure(v, err);
+      }
     }
     return { byName };
   }
@@ -429,4 +433,20 @@ export class HostVolumeManager implements VolumeManager {
     await this.#csi?.cleanupStaged(path.join(this.#rootDir, 'pods'), signal);
     return removed;
   }
+}
+
+/**
+ * A host error while setting a volume up (the disk full, a read-only root, ...) as
+ * upstream reports it, a FailedMount event `MountVolume.SetUp failed for volume "v" :
+ * <error>`, instead of a bare errno error that only reached the log.
+ */
+function hostFailure(v: Volume, err: unknown): unknown {
+  if (err instanceof VolumeError || !(err instanceof Error)) return err;
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === undefined || !/^E[A-Z0-9]+$/.test(code)) return err;
+  return new VolumeError(
+    'BERTH_VOLUME_MOUNT_FAILED',
+    `MountVolume.SetUp failed for volume ${JSON.stringify(v.name)} : ${err.message}`,
+    { cause: err },
+  );
 }
