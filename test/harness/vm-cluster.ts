@@ -9,7 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { REPO_ROOT } from './binaries.ts';
 import { startCluster, type Cluster } from './cluster.ts';
+import { run } from './exec.ts';
 import {
   findVmLeaks,
   guestImage,
@@ -35,6 +37,13 @@ export async function startVmCluster(options: {
 }): Promise<VmCluster> {
   const log = options.log ?? (() => undefined);
   const image = await guestImage(log);
+  // Guests run bin/berth from the repository's share: with .build/ older than src/ it would
+  // load the .ts sources through Node's type stripper, minutes under emulation.
+  log('vm: berth as JavaScript (hack/build-js.ts)');
+  await run(join(REPO_ROOT, 'node_modules/.bin/node'), [
+    '--no-warnings=ExperimentalWarning',
+    join(REPO_ROOT, 'hack/build-js.ts'),
+  ]);
   const id = randomBytes(3).toString('hex');
   const root = await mkdtemp(join(tmpdir(), `berth-vm-${id}-`));
   const network = await createVmNetwork(id);

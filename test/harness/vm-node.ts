@@ -176,7 +176,9 @@ export async function startGuestBerth(
       'After=containerd.service',
       'Wants=containerd.service',
       '[Service]',
-      `ExecStart=${SHARES.berth}/bin/berth ${args.join(' ')}`,
+      // bin/berth's command line, on the JavaScript build vm-cluster.ts made at the start: the
+      // launcher would fall back to the .ts sources whenever anyone edits src/ meanwhile.
+      `ExecStart=${SHARES.berth}/node_modules/.bin/node --optimize-for-size --heap-growing-percent=25 ${SHARES.berth}/.build/src/cmd/berth.js ${args.join(' ')}`,
       `StandardOutput=append:${GUEST_BERTH_LOG}`,
       `StandardError=append:${GUEST_BERTH_LOG}`,
       'Restart=no',

@@ -184,7 +184,7 @@ async function resume(qmpSocket: string): Promise<void> {
 async function personalize(g: Guest, network: VmNetwork): Promise<void> {
   const machineId = randomBytes(16).toString('hex');
   const mount = (tag: string, at: string): string =>
-    `mountpoint -q ${at} || mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose ${tag} ${at}`;
+    `mountpoint -q ${at} || mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144 ${tag} ${at}`;
   await g.sh(
     [
       'set -e',
