@@ -46,7 +46,6 @@ export { podServiceAccount } from './projected.ts';
 export {
   DisabledPodCertificates,
   PodCertificateManager,
-  projectsPodCertificate,
   type PodCertificateManagerOptions,
   type PodCertificates,
 } from './pod-certificates.ts';

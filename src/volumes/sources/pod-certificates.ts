@@ -602,10 +602,3 @@ export function podCertificateOf(source: object | undefined): PodCertificateProj
   const value = (source as { podCertificate?: PodCertificateProjection }).podCertificate;
   return value ?? undefined;
 }
-
-/** Whether a pod projects a pod certificate. */
-export function projectsPodCertificate(pod: Pod): boolean {
-  return (pod.spec?.volumes ?? []).some((v) =>
-    (v.projected?.sources ?? []).some((s) => podCertificateOf(s) !== undefined),
-  );
-}

@@ -93,7 +93,6 @@ export class TrustBundleCache implements ClusterTrustBundles {
   readonly #demand = Promise.withResolvers<undefined>();
   readonly #ready = Promise.withResolvers<undefined>();
   #state: 'idle' | 'starting' | 'unserved' | 'synced' = 'idle';
-  #reflector: Reflector<ClusterTrustBundle> | undefined;
   #waitedOnce = false;
 
   constructor(options: TrustBundleCacheOptions) {
@@ -159,7 +158,6 @@ export class TrustBundleCache implements ClusterTrustBundles {
         },
       },
     });
-    this.#reflector = reflector;
     await reflector.run(signal);
   }
 
@@ -307,11 +305,6 @@ export class TrustBundleCache implements ClusterTrustBundles {
       }
     }
     return undefined;
-  }
-
-  /** For tests and health: whether the collection has been listed. */
-  synced(): boolean {
-    return this.#reflector?.hasSynced() ?? false;
   }
 }
 
