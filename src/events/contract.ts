@@ -62,9 +62,9 @@ export function eventRecorderContract(
       const s = make();
       const odd = { kind: 'Pod', name: '', uid: '' } as const;
       // Typed as returning unknown: `void` would also admit an implementation's promise.
-      const event = s.recorder.event.bind(s.recorder) as (
-        ...args: Parameters<EventRecorder['event']>
-      ) => unknown;
+      const event: (...args: Parameters<EventRecorder['event']>) => unknown = s.recorder.event.bind(
+        s.recorder,
+      );
       const results = [
         event(odd, 'Normal', '', ''),
         event(pod, 'Warning', 'Failed', 'x'.repeat(100_000)),
