@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -113,6 +113,21 @@ describe('CheckpointResourceState', () => {
     assert.deepEqual(again.uids(), ['u2']);
     const text = await readFile(join(dir, ALLOCATED_PODS_STATE_FILE), 'utf8');
     assert.match(text, /^\{"data":".*","checksum":\d+\}$/);
+  });
+
+  test('a failed write leaves no temporary file behind', async () => {
+    const dir = await tempDir();
+    const s = await CheckpointResourceState.open(dir, ALLOCATED_PODS_STATE_FILE);
+    await s.set('u1', { containerResources: {} });
+    // The rename over a non-empty directory fails, as a write on a full disk does.
+    await rm(join(dir, ALLOCATED_PODS_STATE_FILE));
+    await mkdir(join(dir, ALLOCATED_PODS_STATE_FILE, 'blocker'), { recursive: true });
+    await assert.rejects(s.set('u2', { containerResources: {} }), { code: 'BERTH_ALLOCATION' });
+    assert.deepEqual(
+      (await readdir(dir)).filter((f) => f.includes('.tmp')),
+      [],
+      'no temporary file left',
+    );
   });
 
   test("a corrupt file stops the start with upstream's advice", async () => {

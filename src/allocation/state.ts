@@ -5,7 +5,7 @@
  * the data did not change (upstream compares checksums the same way).
  */
 import type { ResourceRequirements } from 'kubernetes-types/core/v1.js';
-import { open, readFile, rename } from 'node:fs/promises';
+import { open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { decodeCheckpoint, encodeCheckpoint } from './checkpoint.ts';
 import { AllocationError, type PodResourceInfo, type ResourceState } from './types.ts';
@@ -147,12 +147,19 @@ export class CheckpointResourceState extends MemoryResourceState {
 
 async function writeAtomic(path: string, body: string): Promise<void> {
   const tmp = join(dirname(path), `.${basename(path)}.tmp-${process.pid}`);
-  const f = await open(tmp, 'w', 0o644);
   try {
-    await f.writeFile(body);
-    await f.sync();
-  } finally {
-    await f.close();
+    const f = await open(tmp, 'w', 0o644);
+    try {
+      await f.writeFile(body);
+      await f.sync();
+    } finally {
+      await f.close();
+    }
+    await rename(tmp, path);
+  } catch (err) {
+    // A full disk must not also leave a half-written file per failed write (and per
+    // berth process: the name carries the pid) next to the checkpoint.
+    await rm(tmp, { force: true }).catch(() => undefined);
+    throw err;
   }
-  await rename(tmp, path);
 }
