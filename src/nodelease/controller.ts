@@ -9,6 +9,7 @@ import { retryDelay } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
+import type { NodeLeaseController } from './types.ts';
 
 export const LEASE_NAMESPACE = 'kube-node-lease';
 const LEASE_PATH = inNamespace(LEASES, LEASE_NAMESPACE);
@@ -28,7 +29,7 @@ export function microTime(ms: number): string {
   return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
-export class LeaseController {
+export class LeaseController implements NodeLeaseController {
   readonly #o: LeaseControllerOptions;
   #lease: Lease | undefined;
 
