@@ -31,9 +31,10 @@ test-unit: deps
 	@$(NODE) --test --test-reporter=spec --test-timeout=300000 'test/unit/**/*.test.ts' 'src/**/*.test.ts' 'bench/**/*.test.ts' 'test/fuzz/**/*.test.ts'
 
 # One end-to-end file at a time: each starts real clusters and the machine has 2 cores.
+# The fault tier's quick berth-kill run (6 kills mid-operation, full leak checks) rides along.
 test-e2e: deps
 	@echo "== end-to-end tests (real control plane, containerd 2.x and 1.6, registry)"
-	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/e2e/**/*.test.ts'
+	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 'test/e2e/**/*.test.ts' test/faults/berth-kill-quick.test.ts
 
 ## test-eviction: node-pressure eviction with real memory and PID pressure, disk reclaim and
 ## image GC on a loop-mounted filesystem (slow: image GC's 5 min period); the quick
