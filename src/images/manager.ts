@@ -17,20 +17,10 @@ import type { Logger } from '../util/logger.ts';
 import type { RegistryAuth } from './credentials.ts';
 import { credentialsFor } from './credentials.ts';
 import { InvalidImageReferenceError, parseImageReference } from './reference.ts';
+import type { EnsureImageResult, ImageEnsurer } from './types.ts';
 import type { Secret } from 'kubernetes-types/core/v1.js';
 
-export type ImageFailureReason =
-  'ErrImagePull' | 'ImagePullBackOff' | 'ErrImageNeverPull' | 'InvalidImageName';
-
-export type EnsureImageResult =
-  | { readonly ok: true; readonly imageRef: string; readonly image: string }
-  | {
-      readonly ok: false;
-      readonly reason: ImageFailureReason;
-      readonly message: string;
-      /** When to sync again: soon after ErrImagePull (to show ImagePullBackOff), else when the back-off ends. */
-      readonly retryAfterMs?: number;
-    };
+export type { EnsureImageResult, ImageFailureReason } from './types.ts';
 
 export interface ImageManagerOptions {
   readonly images: ImageService;
@@ -85,7 +75,7 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(3).replace(/\.?0+$/, '')}s`;
 }
 
-export class ImageManager {
+export class ImageManager implements ImageEnsurer {
   readonly #o: ImageManagerOptions;
   readonly #pulls: Semaphore;
 
