@@ -11,6 +11,7 @@ import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { KUBELET_CONDITIONS } from './generate.ts';
 import { RESIZE_CONDITIONS } from './resize-conditions.ts';
+import type { PodStatusManager, TerminalStatusAmendment } from './types.ts';
 
 export interface StatusManagerOptions {
   readonly client: KubeClient;
@@ -90,9 +91,9 @@ function isKubeletDisruption(c: PodCondition): boolean {
 }
 
 /** Amends a pod's terminal status (upstream's KillPodOptions.PodStatusFunc). */
-export type TerminalStatusAmendment = (status: PodStatus) => PodStatus;
+export type { TerminalStatusAmendment } from './types.ts';
 
-export class StatusManager {
+export class StatusManager implements PodStatusManager {
   readonly #o: StatusManagerOptions;
   readonly #entries = new Map<string, Entry>();
   readonly #amendments = new Map<string, TerminalStatusAmendment>();
