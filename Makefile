@@ -12,10 +12,11 @@ all: test
 deps:
 	@bash hack/deps.sh
 
-## lint: type-aware eslint and prettier's check
+## lint: type-aware eslint, prettier's check, and the layers of src/ (no import cycle, no upward import)
 lint: deps
 	@echo "== lint"
 	@$(BIN)/eslint --max-warnings 0 .
+	@$(NODE) $(BIN)/depcruise --config .dependency-cruiser.cjs --output-type err src
 	@$(BIN)/prettier --check --log-level warn .
 
 ## typecheck: tsc over src, test, hack and bench
