@@ -235,7 +235,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const metrics = new KubeletMetrics({ nodeName: config.nodeName });
   const cri = new GrpcCriClient(socketPath(k.containerRuntimeEndpoint), {
     defaultTimeoutMs: k.runtimeRequestTimeoutMs,
-    metrics,
+    metrics: metrics.cri,
   });
   const recorder = standalone
     ? new LogEventRecorder(logger.child({ component: 'events' }))

@@ -12,10 +12,10 @@ import {
   status as GrpcStatus,
   type ServiceError,
 } from '@grpc/grpc-js';
-import type { KubeletMetrics } from '../metrics/registry.ts';
 import * as api from './gen/runtime/v1/api.ts';
 import { criErrorFrom } from './errors.ts';
 import { GrpcStatusError, H2UnaryChannel } from './h2-unary.ts';
+import type { CriMetrics } from './metrics.ts';
 import { IMAGE_REQUESTS, RUNTIME_REQUESTS } from './request-codecs.ts';
 import type {
   CriCallOptions,
@@ -35,7 +35,7 @@ export interface GrpcCriClientOptions {
    * Records kubelet_runtime_operations_total / _duration_seconds / _errors_total per
    * unary call, and kubelet_run_podsandbox_duration_seconds / _errors_total.
    */
-  readonly metrics?: KubeletMetrics;
+  readonly metrics?: CriMetrics;
 }
 
 /**
@@ -48,13 +48,6 @@ export function criOperationType(method: string): string {
     .replace(/PodSandbox/g, 'Podsandbox')
     .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
     .toLowerCase();
-}
-
-/** Prepared metric children per method, so a call records without label lookups. */
-interface OperationMetrics {
-  readonly total: { inc(): void };
-  readonly errors: { inc(): void };
-  readonly duration: { observe(v: number): void };
 }
 
 const DEFAULT_TIMEOUT_MS = 120_000;
@@ -84,8 +77,9 @@ export class GrpcCriClient implements CriClient {
   readonly #client: Client;
   readonly #channel: H2UnaryChannel;
   readonly #defaultTimeoutMs: number;
-  readonly #metrics: KubeletMetrics | undefined;
-  readonly #operations = new Map<string, OperationMetrics>();
+  readonly #metrics: CriMetrics | undefined;
+  /** upstream's operation_type per method, computed once. */
+  readonly #operationTypes = new Map<string, string>();
   #closed = false;
 
   /** `socketPath` is the runtime's unix socket, e.g. /run/containerd/containerd.sock. */
@@ -223,24 +217,16 @@ export class GrpcCriClient implements CriClient {
   #record(method: string, started: number, failed: boolean, request: unknown): void {
     const m = this.#metrics;
     if (m === undefined) return;
-    let op = this.#operations.get(method);
-    if (op === undefined) {
-      const operation_type = criOperationType(method.slice(method.indexOf('/') + 1));
-      op = {
-        total: m.runtimeOperations.labels({ operation_type }),
-        errors: m.runtimeOperationsErrors.labels({ operation_type }),
-        duration: m.runtimeOperationsDuration.labels({ operation_type }),
-      };
-      this.#operations.set(method, op);
+    let operationType = this.#operationTypes.get(method);
+    if (operationType === undefined) {
+      operationType = criOperationType(method.slice(method.indexOf('/') + 1));
+      this.#operationTypes.set(method, operationType);
     }
     const seconds = (performance.now() - started) / 1000;
-    op.total.inc();
-    op.duration.observe(seconds);
-    if (failed) op.errors.inc();
+    m.observeOperation(operationType, seconds, failed);
     if (method === 'RuntimeService/RunPodSandbox') {
       const handler = (request as Partial<api.RunPodSandboxRequest>).runtimeHandler ?? '';
-      m.runPodSandboxDuration.observe({ runtime_handler: handler }, seconds);
-      if (failed) m.runPodSandboxErrors.inc({ runtime_handler: handler });
+      m.observeRunPodSandbox(handler, seconds, failed);
     }
   }
 

@@ -2,4 +2,5 @@
 export * from './errors.ts';
 export * from './types.ts';
 export { GrpcCriClient, type GrpcCriClientOptions } from './grpc-client.ts';
+export type { CriMetrics } from './metrics.ts';
 export * as cri from './gen/runtime/v1/api.ts';

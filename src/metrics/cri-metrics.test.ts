@@ -47,7 +47,7 @@ describe('CRI client metrics', () => {
         else reject(err);
       });
     });
-    client = new GrpcCriClient(socket, { metrics, defaultTimeoutMs: 10_000 });
+    client = new GrpcCriClient(socket, { metrics: metrics.cri, defaultTimeoutMs: 10_000 });
   });
 
   after(async () => {

@@ -9,6 +9,7 @@
  * nothing (every recording helper accepts `undefined`).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CriMetrics } from '../cri/metrics.ts';
 import type { ProberMetrics, ProbeMetricsSample } from '../prober/worker.ts';
 import type { PodVolumeStats, VolumeStats } from '../stats/types.ts';
 
@@ -124,6 +125,8 @@ export class KubeletMetrics {
   readonly proberProbeDuration: Histogram<ProbeDurationLabel>;
   /** The ProberMetrics implementation over this object's probe registry. */
   readonly prober: ProberMetrics;
+  /** The CRI client's metrics port (kubelet_runtime_operations_*, kubelet_run_podsandbox_*). */
+  readonly cri: CriMetrics;
   #runtimeCounts: (() => RuntimeCounts) | undefined;
   #volumeStats: (() => Iterable<PodVolumeStats>) | undefined;
 
@@ -375,6 +378,32 @@ export class KubeletMetrics {
       buckets: [...DEFAULT_BUCKETS],
       registers: probes,
     });
+    // Labelled children per operation_type, so a CRI call records without label lookups.
+    const operations = new Map<
+      string,
+      { total: { inc(): void }; errors: { inc(): void }; duration: { observe(v: number): void } }
+    >();
+    this.cri = {
+      observeOperation: (operationType, seconds, failed) => {
+        let op = operations.get(operationType);
+        if (op === undefined) {
+          const labels = { operation_type: operationType };
+          op = {
+            total: this.runtimeOperations.labels(labels),
+            errors: this.runtimeOperationsErrors.labels(labels),
+            duration: this.runtimeOperationsDuration.labels(labels),
+          };
+          operations.set(operationType, op);
+        }
+        op.total.inc();
+        op.duration.observe(seconds);
+        if (failed) op.errors.inc();
+      },
+      observeRunPodSandbox: (runtimeHandler, seconds, failed) => {
+        this.runPodSandboxDuration.observe({ runtime_handler: runtimeHandler }, seconds);
+        if (failed) this.runPodSandboxErrors.inc({ runtime_handler: runtimeHandler });
+      },
+    };
     this.prober = {
       record: (o) => {
         this.proberProbeTotal.inc({
