@@ -32,6 +32,6 @@ export {
 } from './defaults.ts';
 export { validateKubeletConfig, type ValidationIssue } from './validation.ts';
 export { formatGoDuration, parseGoDuration } from './duration.ts';
-export { isQuantity, parseQuantity } from './quantity.ts';
+export { isQuantity, parseQuantity } from '../util/quantity.ts';
 export type { Taint, TaintEffect } from './names.ts';
 export type * from './types.ts';

@@ -23,7 +23,7 @@ import {
   type ParsedArgs,
 } from './flags.ts';
 import { checkIP, checkNodeLabel, parseNodeIPs, parseTaint } from './names.ts';
-import { isQuantity } from './quantity.ts';
+import { isQuantity } from '../util/quantity.ts';
 import type { KubeletConfig } from './types.ts';
 
 /** A flag that sets a KubeletConfiguration field. */

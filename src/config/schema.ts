@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import { parseGoDuration } from './duration.ts';
-import { isQuantity } from './quantity.ts';
+import { isQuantity } from '../util/quantity.ts';
 
 /** Describes a decoded YAML value for messages: `"abc"`, `5`, `a list`, `a mapping`. */
 export function describeValue(value: unknown): string {

@@ -8,7 +8,7 @@
  */
 import { isAbsolute, normalize } from 'node:path';
 import { checkIP, checkTaint } from './names.ts';
-import { isPercentage, isQuantity } from './quantity.ts';
+import { isPercentage, isQuantity } from '../util/quantity.ts';
 import type { KubeletConfig } from './types.ts';
 
 /** One failed rule; `path` is the field as the file spells it. */

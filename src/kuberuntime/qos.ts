@@ -5,7 +5,7 @@
  * status field.
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { parseQuantity } from '../config/quantity.ts';
+import { parseQuantity } from '../util/quantity.ts';
 
 export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
 
