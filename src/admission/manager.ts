@@ -6,7 +6,7 @@
  */
 import type { Node, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
 import type { EventRecorder } from '../events/types.ts';
-import { qosClassOf } from '../kuberuntime/qos.ts';
+import { qosClassOf } from '../container/qos.ts';
 import type { Logger } from '../util/logger.ts';
 import { admitPod, type PodAdmitResult } from './predicates.ts';
 

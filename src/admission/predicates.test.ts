@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Container, Node, Pod } from 'kubernetes-types/core/v1.js';
-import { admitPod, podRequests, type PodAdmitResult } from './predicates.ts';
+import { podRequests } from '../container/pod-requests.ts';
+import { admitPod, type PodAdmitResult } from './predicates.ts';
 
 function node(over: { allocatable?: Record<string, string>; taints?: Node['spec'] } = {}): Node {
   return {

@@ -7,7 +7,6 @@
  * already admitted.
  */
 import type {
-  Container,
   Node,
   NodeSelectorRequirement,
   NodeSelectorTerm,
@@ -15,6 +14,7 @@ import type {
   Taint,
   Toleration,
 } from 'kubernetes-types/core/v1.js';
+import { addRequests, podRequests } from '../container/pod-requests.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 import { appArmorRejection } from './apparmor.ts';
 import { forbiddenSysctl } from './sysctls.ts';
@@ -67,65 +67,6 @@ export function isCriticalPod(pod: Pod): boolean {
   return priority != null && priority >= SYSTEM_CRITICAL_PRIORITY;
 }
 
-interface Requests {
-  cpu: number;
-  memory: number;
-  ephemeral: number;
-}
-
-function containerRequests(c: Container): Requests {
-  // A limit without a request defaults the request (API defaulting does it too).
-  const r = { ...c.resources?.limits, ...c.resources?.requests };
-  return {
-    cpu: r['cpu'] === undefined ? 0 : milliCpu(r['cpu']),
-    memory: r['memory'] === undefined ? 0 : Math.ceil(parseQuantity(r['memory'])),
-    ephemeral:
-      r['ephemeral-storage'] === undefined ? 0 : Math.ceil(parseQuantity(r['ephemeral-storage'])),
-  };
-}
-
-function add(a: Requests, b: Requests): Requests {
-  return { cpu: a.cpu + b.cpu, memory: a.memory + b.memory, ephemeral: a.ephemeral + b.ephemeral };
-}
-
-function max(a: Requests, b: Requests): Requests {
-  return {
-    cpu: Math.max(a.cpu, b.cpu),
-    memory: Math.max(a.memory, b.memory),
-    ephemeral: Math.max(a.ephemeral, b.ephemeral),
-  };
-}
-
-/**
- * The pod's effective requests as upstream computes them: app containers plus sidecars
- * (which keep running), or the largest init container with the sidecars started before
- * it, whichever is larger; plus the RuntimeClass overhead.
- */
-export function podRequests(pod: Pod): Requests {
-  const zero: Requests = { cpu: 0, memory: 0, ephemeral: 0 };
-  let sidecars = zero;
-  let initPeak = zero;
-  for (const c of pod.spec?.initContainers ?? []) {
-    const r = containerRequests(c);
-    if (c.restartPolicy === 'Always') {
-      sidecars = add(sidecars, r);
-      initPeak = max(initPeak, sidecars);
-    } else {
-      initPeak = max(initPeak, add(sidecars, r));
-    }
-  }
-  const apps = (pod.spec?.containers ?? []).map(containerRequests).reduce(add, zero);
-  const overhead = pod.spec?.overhead ?? {};
-  return add(max(add(apps, sidecars), initPeak), {
-    cpu: overhead['cpu'] === undefined ? 0 : milliCpu(overhead['cpu']),
-    memory: overhead['memory'] === undefined ? 0 : Math.ceil(parseQuantity(overhead['memory'])),
-    ephemeral:
-      overhead['ephemeral-storage'] === undefined
-        ? 0
-        : Math.ceil(parseQuantity(overhead['ephemeral-storage'])),
-  });
-}
-
 function insufficient(resource: string, requested: number, used: number, capacity: number) {
   return reject(
     `OutOf${resource}`,
@@ -138,7 +79,9 @@ function fits(input: AdmissionInput): PodAdmitResult {
   const pods = alloc['pods'] === undefined ? Infinity : Math.floor(parseQuantity(alloc['pods']));
   if (input.active.length + 1 > pods) return insufficient('pods', 1, input.active.length, pods);
   const want = podRequests(input.pod);
-  const used = input.active.map(podRequests).reduce(add, { cpu: 0, memory: 0, ephemeral: 0 });
+  const used = input.active
+    .map(podRequests)
+    .reduce(addRequests, { cpu: 0, memory: 0, ephemeral: 0 });
   const capacity = {
     cpu: alloc['cpu'] === undefined ? Infinity : milliCpu(alloc['cpu']),
     memory: alloc['memory'] === undefined ? Infinity : Math.floor(parseQuantity(alloc['memory'])),

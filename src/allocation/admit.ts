@@ -18,7 +18,7 @@
  */
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { admitPod, type PodAdmitResult } from '../admission/predicates.ts';
-import { qosClassOf } from '../kuberuntime/qos.ts';
+import { qosClassOf } from '../container/qos.ts';
 import { podLevelResources, resizableContainers, sameList, sameRequirements } from './resources.ts';
 
 export interface ResizeAdmitOptions {

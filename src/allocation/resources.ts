@@ -4,7 +4,7 @@
  * apiequality.Semantic does: "1" and "1000m" are the same allocation.
  */
 import type { Container, Pod, ResourceRequirements } from 'kubernetes-types/core/v1.js';
-import { isSidecar } from '../kuberuntime/restart-policy.ts';
+import { isSidecar } from '../container/restart-policy.ts';
 import { parseQuantity } from '../util/quantity.ts';
 import type { PodResourceInfo } from './types.ts';
 

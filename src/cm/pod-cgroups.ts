@@ -16,8 +16,8 @@
  * manager (no system bus given) berth only names the slices and sets no limits.
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
-import { podRequests } from '../admission/predicates.ts';
-import { qosClassOf, type QosClass } from '../kuberuntime/qos.ts';
+import { podRequests } from '../container/pod-requests.ts';
+import { qosClassOf, type QosClass } from '../container/qos.ts';
 import type { Logger } from '../util/logger.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 import type { CgroupManager, CgroupResources, CgroupState } from './types.ts';

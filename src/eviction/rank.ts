@@ -8,7 +8,7 @@
  * measured on the filesystem the signal is about.
  */
 import type { Container, Pod, Volume } from 'kubernetes-types/core/v1.js';
-import { podRequests } from '../admission/predicates.ts';
+import { podRequests } from '../container/pod-requests.ts';
 import type { FsStats, PodStats } from '../stats/types.ts';
 import { parseQuantity } from '../util/quantity.ts';
 import { formatQuantity } from './quantity.ts';

@@ -29,7 +29,7 @@ import {
   latestContainer,
   nextRestartCount,
   type RuntimePodStatus,
-} from '../kuberuntime/runtime-state.ts';
+} from '../container/pod-status.ts';
 import type { WaitingReason } from '../status/generate.ts';
 import type { Backoff } from '../util/backoff.ts';
 import { BerthError } from '../util/errors.ts';

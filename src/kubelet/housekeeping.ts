@@ -6,7 +6,7 @@
  */
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { cri, type CriClient } from '../cri/index.ts';
-import { POD_TERMINATION_GRACE_PERIOD_ANNOTATION } from '../kuberuntime/labels.ts';
+import { POD_TERMINATION_GRACE_PERIOD_ANNOTATION } from '../container/labels.ts';
 import type { RelistPleg } from '../pleg/generic.ts';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';

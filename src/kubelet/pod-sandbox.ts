@@ -10,7 +10,7 @@ import { CriError, type cri, type CriClient } from '../cri/index.ts';
 import { podTarget } from '../events/targets.ts';
 import type { EventRecorder } from '../events/types.ts';
 import { isNotFound, type KubeClient } from '../kube/types.ts';
-import type { RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import type { RuntimePodStatus } from '../container/pod-status.ts';
 import { stopContainerWithHooks, type StopDeps } from '../lifecycle/stop.ts';
 import { recordPodStarted, recordRunPodSandbox } from '../metrics/pod-metrics.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';

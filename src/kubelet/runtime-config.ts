@@ -14,10 +14,10 @@ import {
   podLogsDirectory,
   sandboxAnnotations,
   sandboxLabels,
-} from '../kuberuntime/labels.ts';
+} from '../container/labels.ts';
 import { kernelHostname } from '../kuberuntime/hostname.ts';
 import { hugepageLimits } from '../kuberuntime/hugepages.ts';
-import { qosClassOf, type QosClass } from '../kuberuntime/qos.ts';
+import { qosClassOf, type QosClass } from '../container/qos.ts';
 import { BerthError } from '../util/errors.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 

@@ -14,9 +14,9 @@ import {
   type RuntimeContainer,
   type RuntimePodStatus,
   type SandboxStatus,
-} from '../kuberuntime/runtime-state.ts';
+} from '../container/pod-status.ts';
 import { terminationMessage } from '../kuberuntime/termination-message.ts';
-import type { RuntimePodSnapshot } from '../pleg/types.ts';
+import type { RuntimePodSnapshot } from '../container/pod-status.ts';
 
 export class RuntimeStatusReader {
   readonly #runtime: Pick<RuntimeService, 'containerStatus' | 'podSandboxStatus'>;

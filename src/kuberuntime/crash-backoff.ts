@@ -5,8 +5,10 @@
  * the sync loop records a failure there each time it restarts an exited container.
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { hashContainer, sameContainerHash } from './container-hash.ts';
-import type { RuntimeContainer, RuntimePodStatus } from './runtime-state.ts';
+import { formatGoDuration } from '../config/duration.ts';
+import { podDescription } from '../container/format.ts';
+import { hashContainer, sameContainerHash } from '../container/container-hash.ts';
+import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status.ts';
 
 /** The part of berth's Backoff the plan reads (keys from {@link containerBackoffKey}). */
 export interface BackoffReader {
@@ -81,29 +83,4 @@ function crashedWithCurrentSpec(pod: Pod, status: RuntimePodStatus, name: string
     (c) => c.name === name,
   );
   return container === undefined || sameContainerHash(crashed.hash, hashContainer(container));
-}
-
-/** `name_namespace(uid)`, upstream's format.Pod. */
-export function podDescription(pod: Pod, status?: RuntimePodStatus): string {
-  const name = pod.metadata?.name ?? status?.name ?? '';
-  const namespace = pod.metadata?.namespace ?? status?.namespace ?? '';
-  const uid = pod.metadata?.uid ?? status?.uid ?? '';
-  return `${name}_${namespace}(${uid})`;
-}
-
-/** Milliseconds as Go's time.Duration prints them (`10s`, `1m20s`, `5m0s`, `1.5s`). */
-export function formatGoDuration(ms: number): string {
-  if (ms === 0) return '0s';
-  if (ms < 0) return `-${formatGoDuration(-ms)}`;
-  if (ms < 1000) return `${trimFraction(ms)}ms`;
-  const hours = Math.floor(ms / 3_600_000);
-  const minutes = Math.floor((ms % 3_600_000) / 60_000);
-  const seconds = trimFraction((ms % 60_000) / 1000);
-  if (hours > 0) return `${hours}h${minutes}m${seconds}s`;
-  if (minutes > 0) return `${minutes}m${seconds}s`;
-  return `${seconds}s`;
-}
-
-function trimFraction(value: number): string {
-  return String(Math.round(value * 1000) / 1000);
 }

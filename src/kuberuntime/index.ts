@@ -4,8 +4,8 @@
  * hash, the per-round sync plan and terminal detection; the sync loop that performs the
  * plan over CRI builds on it.
  */
-export * from './runtime-state.ts';
-export * from './labels.ts';
-export * from './restart-policy.ts';
+export * from '../container/pod-status.ts';
+export * from '../container/labels.ts';
+export * from '../container/restart-policy.ts';
 export * from './sandbox-decision.ts';
 export * from './plan.ts';

@@ -5,11 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { computePodActions, type PodActions, type ProbeResultsReader } from './plan.ts';
-import type { RuntimeContainer, SandboxStatus } from './runtime-state.ts';
+import type { ProbeResultsReader } from '../prober/types.ts';
+import { computePodActions, type PodActions } from './plan.ts';
+import type { RuntimeContainer, SandboxStatus } from '../container/pod-status.ts';
 import {
-  fakeBackoff,
-  fakeProbes,
   instance,
   runtimeStatus,
   sandbox,
@@ -17,7 +16,8 @@ import {
   testPod,
   TEST_POD_UID,
   type TestPodOptions,
-} from './testing.ts';
+} from '../container/testing.ts';
+import { fakeBackoff, fakeProbes } from './testing.ts';
 
 const NOW = 1_000_000;
 

@@ -6,18 +6,18 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { computePodActions, formatGoDuration, type PodActions } from './plan.ts';
-import type { RuntimeContainer, SandboxStatus } from './runtime-state.ts';
+import { formatGoDuration } from '../config/duration.ts';
+import { computePodActions, type PodActions } from './plan.ts';
+import type { RuntimeContainer, SandboxStatus } from '../container/pod-status.ts';
 import {
-  fakeBackoff,
-  fakeProbes,
   instance,
   runtimeStatus,
   sandbox,
   spec,
   testPod,
   TEST_POD_UID,
-} from './testing.ts';
+} from '../container/testing.ts';
+import { fakeBackoff, fakeProbes } from './testing.ts';
 
 const NOW = 1_000_000;
 const KEY = `${TEST_POD_UID}_main`;

@@ -38,7 +38,7 @@
  *    records the failure (Backoff.next) when it does restart an exited container.
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
-import { hashContainer, sameContainerHash } from './container-hash.ts';
+import { hashContainer, sameContainerHash } from '../container/container-hash.ts';
 import {
   exitCodeOf,
   isFailedInstance,
@@ -48,32 +48,27 @@ import {
   restartsAfterKill,
   shouldRestartAfterExit,
   shouldRestartAfterFailure,
-} from './restart-policy.ts';
-import { latestContainer, type RuntimeContainer, type RuntimePodStatus } from './runtime-state.ts';
+} from '../container/restart-policy.ts';
+import {
+  latestContainer,
+  type RuntimeContainer,
+  type RuntimePodStatus,
+} from '../container/pod-status.ts';
 import {
   holdBackCrashLooping,
   type BackoffReader,
   type WaitingContainer,
 } from './crash-backoff.ts';
 import { decideSandbox, type SandboxChangeReason } from './sandbox-decision.ts';
+import type { ProbeResult, ProbeResultsReader } from '../prober/types.ts';
 
 export type { SandboxChangeReason } from './sandbox-decision.ts';
 export {
   containerBackoffKey,
-  formatGoDuration,
-  podDescription,
   type BackoffReader,
   type WaitingContainer,
   type WaitingReason,
 } from './crash-backoff.ts';
-
-/** A probe result; undefined from a reader means the probe has not reported yet. */
-export type ProbeResult = 'success' | 'failure';
-
-/** The part of the prober's result caches the plan reads. */
-export interface ProbeResultsReader {
-  get(kind: 'liveness' | 'startup', containerId: string): ProbeResult | undefined;
-}
 
 /** Input of {@link computePodActions}. */
 export interface PlanInput {

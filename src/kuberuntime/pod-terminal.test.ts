@@ -2,8 +2,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { isPodTerminal } from './plan.ts';
-import type { RuntimeContainer } from './runtime-state.ts';
-import { instance, runtimeStatus, sandbox, spec, testPod, type TestPodOptions } from './testing.ts';
+import type { RuntimeContainer } from '../container/pod-status.ts';
+import {
+  instance,
+  runtimeStatus,
+  sandbox,
+  spec,
+  testPod,
+  type TestPodOptions,
+} from '../container/testing.ts';
 
 const exited = (name: string, exitCode: number, extra = {}): RuntimeContainer =>
   instance(name, 'exited', { exitCode, ...extra });

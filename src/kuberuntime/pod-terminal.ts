@@ -15,8 +15,8 @@ import {
   isSidecar,
   shouldRestartAfterExit,
   shouldRestartAfterFailure,
-} from './restart-policy.ts';
-import { latestContainer, type RuntimePodStatus } from './runtime-state.ts';
+} from '../container/restart-policy.ts';
+import { latestContainer, type RuntimePodStatus } from '../container/pod-status.ts';
 
 /** The terminal phase a pod has reached. */
 export type TerminalPhase = 'Succeeded' | 'Failed';

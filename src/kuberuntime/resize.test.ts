@@ -8,7 +8,7 @@ import { MemoryLogger } from '../util/logger.ts';
 import type { cri } from '../cri/index.ts';
 import { computeResizeActions, isResizeInProgress, type ActuatedReader } from './resize.ts';
 import { doPodResize } from './resize-exec.ts';
-import type { RuntimeContainer, RuntimePodStatus } from './runtime-state.ts';
+import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status.ts';
 
 const req = (cpu: string, memory: string): ResourceRequirements => ({
   requests: { cpu, memory },

@@ -16,7 +16,7 @@
 import type { Container, Pod, ResourceRequirements } from 'kubernetes-types/core/v1.js';
 import { actuatedContainers, podLevelResources, sameCpuMemory } from '../allocation/resources.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
-import { latestContainer, type RuntimePodStatus } from './runtime-state.ts';
+import { latestContainer, type RuntimePodStatus } from '../container/pod-status.ts';
 
 /** Upstream's resourceRequirements: millicores and bytes; 0 = not set. */
 export interface ResourceValues {

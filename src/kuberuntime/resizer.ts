@@ -37,7 +37,7 @@ import {
   type ResizeActions,
 } from './resize.ts';
 import { doPodResize, recordContainerStart, type ResizeExecDeps } from './resize-exec.ts';
-import type { RuntimePodStatus } from './runtime-state.ts';
+import type { RuntimePodStatus } from '../container/pod-status.ts';
 
 export interface PodResizerOptions extends Omit<ResizeExecDeps, 'logger'> {
   readonly allocation: Pick<AllocationManager, 'podFromAllocation'>;

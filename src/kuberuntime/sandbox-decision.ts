@@ -3,7 +3,7 @@
  * sandbox counts; older ones are garbage for the container GC.
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import type { RuntimePodStatus } from './runtime-state.ts';
+import type { RuntimePodStatus } from '../container/pod-status.ts';
 
 /** Why a new sandbox is needed; the wording is the sync loop's to turn into events. */
 export type SandboxChangeReason =

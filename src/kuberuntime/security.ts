@@ -6,7 +6,7 @@
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { BerthError } from '../util/errors.ts';
-import { podDescription } from './crash-backoff.ts';
+import { podDescription } from '../container/format.ts';
 
 export class SecurityContextError extends BerthError {
   constructor(message: string) {

@@ -13,7 +13,7 @@ import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import type { cri } from '../cri/index.ts';
 import { CriLogParser, type LogRecord, renderContent } from '../logs/cri-format.ts';
-import { parseContainerAnnotations } from './labels.ts';
+import { parseContainerAnnotations } from '../container/labels.ts';
 
 /** Upstream's MaxContainerTerminationMessageLength. */
 export const MAX_TERMINATION_MESSAGE_BYTES = 4096;

@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
-import { testPod } from '../kuberuntime/testing.ts';
+import { testPod } from '../container/testing.ts';
 import { lifecycleHarness, settle } from './testing.ts';
 
 const pod: Pod = testPod();

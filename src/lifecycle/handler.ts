@@ -12,7 +12,7 @@
 import type { Container, LifecycleHandler, Pod } from 'kubernetes-types/core/v1.js';
 import { CriError, type CriClient } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
-import { podDescription } from '../kuberuntime/crash-backoff.ts';
+import { podDescription } from '../container/format.ts';
 import { formatUrl, httpGet, HttpGetError, type HttpGetTarget } from '../prober/http-get.ts';
 import { resolvePort } from '../prober/probe.ts';
 import type { Clock } from '../util/clock.ts';

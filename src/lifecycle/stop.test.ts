@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Container, LifecycleHandler, Pod } from 'kubernetes-types/core/v1.js';
-import { testPod } from '../kuberuntime/testing.ts';
+import { testPod } from '../container/testing.ts';
 import { runPostStart, stopContainerWithHooks, type StopDeps } from './stop.ts';
 import { lifecycleHarness, settle, type LifecycleHarness } from './testing.ts';
 

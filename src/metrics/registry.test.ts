@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { cri } from '../cri/index.ts';
-import type { RuntimePodSnapshot } from '../pleg/types.ts';
+import type { RuntimePodSnapshot } from '../container/pod-status.ts';
 import type { PodVolumeStats, VolumeStats } from '../stats/types.ts';
 import {
   recordContainerStarted,

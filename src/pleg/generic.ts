@@ -8,13 +8,9 @@ import { retryDelay } from '../util/backoff.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
-import {
-  POD_UID_LABEL,
-  type Pleg,
-  type PodLifecycleEvent,
-  type PodLifecycleEventType,
-  type RuntimePodSnapshot,
-} from './types.ts';
+import { POD_UID_LABEL } from '../container/labels.ts';
+import type { RuntimePodSnapshot } from '../container/pod-status.ts';
+import type { Pleg, PodLifecycleEvent, PodLifecycleEventType } from './types.ts';
 
 export interface PlegOptions {
   readonly runtime: Pick<

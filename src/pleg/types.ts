@@ -7,7 +7,7 @@
  * >= 1.7) with an immediate, coalesced relist, keeping a slow periodic relist as the
  * safety net, and falls back to 1 s relisting while the event stream is down.
  */
-import type { cri } from '../cri/index.ts';
+import type { RuntimePodSnapshot } from '../container/pod-status.ts';
 
 export type PodLifecycleEventType =
   'ContainerStarted' | 'ContainerDied' | 'ContainerRemoved' | 'ContainerChanged' | 'SandboxChanged';
@@ -17,13 +17,6 @@ export interface PodLifecycleEvent {
   readonly type: PodLifecycleEventType;
   /** Container or sandbox ID. */
   readonly id: string;
-}
-
-/** Everything the runtime has for one pod (by the io.kubernetes.pod.uid label). */
-export interface RuntimePodSnapshot {
-  readonly uid: string;
-  readonly sandboxes: readonly cri.PodSandbox[];
-  readonly containers: readonly cri.Container[];
 }
 
 export interface RuntimeCache {
@@ -44,5 +37,3 @@ export interface Pleg extends RuntimeCache {
   healthProblem(): string | undefined;
   readonly strategy: 'generic' | 'evented';
 }
-
-export const POD_UID_LABEL = 'io.kubernetes.pod.uid';

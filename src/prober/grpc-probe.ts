@@ -8,7 +8,7 @@
  * HealthCheckResponse { ServingStatus status = 1; }.
  */
 import { Client, connectivityState, credentials, Metadata, status } from '@grpc/grpc-js';
-import { formatGoDuration } from '../kuberuntime/crash-backoff.ts';
+import { formatGoDuration } from '../config/duration.ts';
 
 const CHECK = '/grpc.health.v1.Health/Check';
 /** How early a server-side cancel may come and still count as the deadline. */

@@ -12,8 +12,8 @@
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
-import type { ProbeResult, ProbeResultsReader } from '../kuberuntime/plan.ts';
-import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import type { ProbeResult, ProbeResultsReader } from './types.ts';
+import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import {

@@ -11,7 +11,7 @@
 import type { Container, Pod, Probe } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
-import type { ProbeResult } from '../kuberuntime/plan.ts';
+import type { ProbeResult } from './types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { runProbe, type ProbeOutcome } from './probe.ts';

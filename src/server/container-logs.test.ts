@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { cri } from '../cri/index.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
-import { podLogsDirectory } from '../kuberuntime/labels.ts';
+import { podLogsDirectory } from '../container/labels.ts';
 import { systemClock } from '../util/clock.ts';
 import { HttpError, parseTarget, serveContainerLogs, type HandlerDeps } from './handlers.ts';
 import { cacheOf, cachedRunning, runningStatus, runTestContainer, TEST_IMAGE } from './testing.ts';

@@ -16,7 +16,7 @@ import {
   containerLogPath,
   parseContainerAnnotations,
   podLogsDirectory,
-} from '../kuberuntime/labels.ts';
+} from '../container/labels.ts';
 import type { RuntimeCache } from '../pleg/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { BerthError } from '../util/errors.ts';

@@ -21,7 +21,7 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import { clientTemplate, createCsr, generateKey } from '../certificate/csr.ts';
 import { TestCa } from '../certificate/test-ca.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
-import { podLogsDirectory } from '../kuberuntime/labels.ts';
+import { podLogsDirectory } from '../container/labels.ts';
 import { FakeClock, systemClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { prepareConnection } from './api-listener.ts';

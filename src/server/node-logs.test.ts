@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { cri } from '../cri/index.ts';
 import { FakeCriClient } from '../cri/fake/index.ts';
-import { CONTAINER_NAME_LABEL, POD_UID_LABEL } from '../kuberuntime/labels.ts';
+import { CONTAINER_NAME_LABEL, POD_UID_LABEL } from '../container/labels.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { recordingAuthorizer, selfSignedCertificate, testServerOptions } from './testing.ts';

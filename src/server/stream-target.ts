@@ -4,7 +4,7 @@
  * and the CRI Exec, Attach or PortForward call made.
  */
 import { cri } from '../cri/index.ts';
-import { CONTAINER_NAME_LABEL, POD_UID_LABEL } from '../kuberuntime/labels.ts';
+import { CONTAINER_NAME_LABEL, POD_UID_LABEL } from '../container/labels.ts';
 import {
   boolParam,
   findPod,

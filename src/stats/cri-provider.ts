@@ -15,7 +15,7 @@ import {
   POD_NAMESPACE_LABEL,
   POD_UID_LABEL,
   podLogsDirectory,
-} from '../kuberuntime/labels.ts';
+} from '../container/labels.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { CpuRateCache } from './cpu-rate.ts';

@@ -26,7 +26,7 @@ import type {
   RuntimeContainer,
   RuntimePodStatus,
   RuntimeResources,
-} from '../kuberuntime/runtime-state.ts';
+} from '../container/pod-status.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
 export interface WaitingReason {

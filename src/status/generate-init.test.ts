@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Container, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
-import type { RuntimeContainer } from '../kuberuntime/runtime-state.ts';
+import type { RuntimeContainer } from '../container/pod-status.ts';
 import { runtimeContainer as instance, runtimeStatus as runtime } from './testing.ts';
 import { generatePodStatus, type StatusInput } from './generate.ts';
 

@@ -12,9 +12,9 @@ import type {
   PodStatus,
   ResourceRequirements,
 } from 'kubernetes-types/core/v1.js';
-import { qosClassOf } from '../kuberuntime/qos.ts';
-import { isSidecar } from '../kuberuntime/restart-policy.ts';
-import type { RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import { qosClassOf } from '../container/qos.ts';
+import { isSidecar } from '../container/restart-policy.ts';
+import type { RuntimePodStatus } from '../container/pod-status.ts';
 import {
   apiTime,
   containerStatus,

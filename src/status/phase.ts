@@ -12,7 +12,7 @@
  *   (ContainerRestartRules, on by default) or the pod's.
  */
 import type { Container, ContainerStatus, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
-import { isSidecar, shouldRestartAfterExit } from '../kuberuntime/restart-policy.ts';
+import { isSidecar, shouldRestartAfterExit } from '../container/restart-policy.ts';
 
 export type Phase = NonNullable<PodStatus['phase']>;
 

@@ -1,5 +1,5 @@
 /** Runtime state for the status generator's tests: one sandbox, containers as given. */
-import type { RuntimeContainer, RuntimePodStatus } from '../kuberuntime/runtime-state.ts';
+import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status.ts';
 
 /** A container instance of pod u1 in sandbox s1; exited ones exited 0 at t=3 s. */
 export function runtimeContainer(

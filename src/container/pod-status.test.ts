@@ -15,7 +15,7 @@ import {
   runtimePodsFromLists,
   sandboxFromList,
   sandboxFromStatus,
-} from './runtime-state.ts';
+} from './pod-status.ts';
 import { instance, runtimeStatus, testPod } from './testing.ts';
 
 const pod = testPod();

@@ -1,8 +1,10 @@
 /**
- * The observed runtime state of one pod — its sandboxes and containers as the runtime
- * reports them — in the shape the sync plan (plan.ts) reads. berth's PLEG / runtime
- * cache builds it from CRI ListPodSandbox / PodSandboxStatus / ListContainers /
- * ContainerStatus with the converters below; the plan never talks to the runtime.
+ * The runtime's view of a pod (upstream's kubecontainer.PodStatus), in two grains:
+ * RuntimePodSnapshot, the raw sandboxes and containers the PLEG's relist found for it,
+ * and RuntimePodStatus, the observed state the sync plan (kuberuntime/plan.ts) and the
+ * status manager read. kuberuntime's RuntimeStatusReader turns the first into the
+ * second with ContainerStatus / PodSandboxStatus and the converters below; the plan
+ * never talks to the runtime.
  *
  * Times are milliseconds since the epoch (CRI's nanosecond bigints, truncated). The
  * identity of a container instance comes from the labels and annotations berth (or the
@@ -10,6 +12,13 @@
  */
 import { cri } from '../cri/index.ts';
 import { parseContainerAnnotations, parseContainerLabels, parseSandboxLabels } from './labels.ts';
+
+/** Everything the runtime has for one pod (by the io.kubernetes.pod.uid label), as the PLEG last listed it. */
+export interface RuntimePodSnapshot {
+  readonly uid: string;
+  readonly sandboxes: readonly cri.PodSandbox[];
+  readonly containers: readonly cri.Container[];
+}
 
 /** A sandbox's state: `ready` while its network namespace and pause process are up. */
 export type SandboxState = 'ready' | 'notready';

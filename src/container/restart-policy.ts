@@ -13,7 +13,7 @@
  * does (RestartAllContainersOnContainerExits, beta since 1.36).
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
-import type { RuntimeContainer } from './runtime-state.ts';
+import type { RuntimeContainer } from './pod-status.ts';
 
 /** A restart policy value as the API spells it. */
 export type RestartPolicy = 'Always' | 'OnFailure' | 'Never';
