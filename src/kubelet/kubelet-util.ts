@@ -4,8 +4,6 @@ import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { cri, CriError, type CriClient } from '../cri/index.ts';
 import { inNamespace, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
 import type { NodeAllocatable } from '../kuberuntime/downward.ts';
-import { hostsFileContent } from '../kuberuntime/hosts-file.ts';
-import { podHostnameAndDomain } from '../kuberuntime/hostname.ts';
 import type { Logger } from '../util/logger.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
@@ -112,25 +110,4 @@ export function nodeAllocatable(node: Node | undefined): NodeAllocatable {
     memory: a['memory'] ?? '0',
     ...(a['ephemeral-storage'] !== undefined && { 'ephemeral-storage': a['ephemeral-storage'] }),
   };
-}
-
-/** The managed /etc/hosts of a pod: its IPs and hostname, or the node's for hostNetwork. */
-export function podHostsFile(
-  pod: Pod,
-  podIPs: readonly string[],
-  node: {
-    readonly nodeIPs: readonly string[];
-    readonly nodeName: string;
-    readonly clusterDomain: string;
-  },
-  nodeHosts: string,
-): string {
-  const hostNetwork = pod.spec?.hostNetwork === true;
-  return hostsFileContent(pod, {
-    podIPs: hostNetwork ? node.nodeIPs : podIPs,
-    ...(hostNetwork
-      ? { hostname: node.nodeName, domain: '' }
-      : podHostnameAndDomain(pod, node.clusterDomain)),
-    nodeHostsFile: nodeHosts,
-  });
 }

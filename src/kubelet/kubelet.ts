@@ -29,18 +29,18 @@ import { Housekeeping } from './housekeeping.ts';
 import { resizeStackOf, type ResizeStack } from './resize-stack.ts';
 import {
   nodeAllocatable,
-  podHostsFile,
   podsAllocatable,
   readNodeHosts,
   runtimeCgroupDriver,
 } from './kubelet-util.ts';
+import { podHostsFile } from '../kuberuntime/hosts-file.ts';
 import { PodEnvironment } from './pod-env.ts';
 import { ServiceLister } from './service-lister.ts';
 import { createVolumeStack, type VolumeStack } from './volume-stack.ts';
 import { CsiDriverRegistryImpl, type CsiDriverStore } from '../csi/registry.ts';
 import { PodSync } from './pod-sync.ts';
 import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
-import { RuntimeStatusReader } from './runtime-status.ts';
+import { RuntimeStatusReader } from '../kuberuntime/runtime-status.ts';
 import { StaticPods } from './static-pods.ts';
 import { podConsumer } from './pod-consumer.ts';
 import { apiLoops } from './startup.ts';

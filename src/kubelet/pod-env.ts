@@ -9,7 +9,7 @@ import type { EventRecorder } from '../events/types.ts';
 import { CONFIGMAPS, inNamespace, isNotFound, SECRETS, type KubeClient } from '../kube/types.ts';
 import { HostDownwardResolver, type NodeAllocatable } from '../kuberuntime/downward.ts';
 import { expandCommand, makeEnvironment } from '../kuberuntime/env.ts';
-import type { ContainerEnvironment, ContainerEnvProvider } from './container-start.ts';
+import type { ContainerEnvironment, ContainerEnvProvider } from '../kuberuntime/container-start.ts';
 import type { ServiceLister } from './service-lister.ts';
 import { readFile } from 'node:fs/promises';
 import * as path from 'node:path';

@@ -1,73 +1,34 @@
 /**
- * The kubelet's per-pod work (PodSyncer): converge the runtime to the pod spec through
- * CRI, following the plan from kuberuntime/plan.ts, then report status. Every CRI call
- * takes the worker's signal, so a sync is cancelled when termination begins.
+ * The kubelet's per-pod work (PodSyncer), upstream's Kubelet.SyncPod /
+ * SyncTerminatingPod / SyncTerminatedPod: set up volumes, read the pod's runtime
+ * status, hand the runtime level (kuberuntime/runtime-manager.ts, upstream's
+ * kubeGenericRuntimeManager.SyncPod) the pod to converge, then report status. Every
+ * CRI call takes the worker's signal, so a sync is cancelled when termination begins.
  */
 import type { Pod, Secret } from 'kubernetes-types/core/v1.js';
-import { CriError, cri, type CriClient } from '../cri/index.ts';
-import type { EventRecorder, EventTarget } from '../events/types.ts';
-import type { ImageManager } from '../images/manager.ts';
-import { inNamespace, isNotFound, PODS, SECRETS, type KubeClient } from '../kube/types.ts';
-import { podDescription } from '../container/format.ts';
-import { computePodActions, containerBackoffKey } from '../kuberuntime/plan.ts';
 import type { RuntimePodStatus } from '../container/pod-status.ts';
-import type { Pleg } from '../pleg/types.ts';
+import { CriError } from '../cri/index.ts';
+import { containerTarget, podTarget } from '../events/targets.ts';
+import type { EventTarget } from '../events/types.ts';
+import { inNamespace, isNotFound, PODS, SECRETS } from '../kube/types.ts';
+import { containerBackoffKey } from '../kuberuntime/plan.ts';
+import { KubeRuntimeManager, type RuntimeManagerOptions } from '../kuberuntime/runtime-manager.ts';
+import type { ContainerLogManager } from '../logs/index.ts';
+import { recordPodStartDuration } from '../metrics/pod-metrics.ts';
 import type { PodSyncer, SyncResult } from '../podworkers/types.ts';
 import type { ProberManager } from '../prober/manager.ts';
 import { generatePodStatus, type WaitingReason } from '../status/generate.ts';
 import type { StatusManager } from '../status/manager.ts';
-import type { Backoff } from '../util/backoff.ts';
-import type { PodCgroups } from '../cm/pod-cgroups.ts';
-import { HandlerRunner } from '../lifecycle/handler.ts';
-import { runPostStart, type StopDeps } from '../lifecycle/stop.ts';
-import type { ContainerLogManager } from '../logs/index.ts';
-import { recordPodStartDuration } from '../metrics/pod-metrics.ts';
-import type { KubeletMetrics } from '../metrics/registry.ts';
-import type { Clock } from '../util/clock.ts';
-import { VolumeError, type PodVolumes, type VolumeManager } from '../volumes/types.ts';
-import type { Logger } from '../util/logger.ts';
-import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
-import { createPodSandbox, killContainer, killPod, specContainer } from './pod-sandbox.ts';
-import type { RuntimeStatusReader } from './runtime-status.ts';
-import {
-  startContainer,
-  type ContainerEnvProvider,
-  type ContainerStartDeps,
-} from './container-start.ts';
-import { writeEtcHosts } from './pod-dirs.ts';
-import { containerTarget, podTarget } from '../events/targets.ts';
-import type { PodResizer } from '../kuberuntime/resizer.ts';
-import { pullImageVolumes } from '../kuberuntime/image-volumes.ts';
+import { VolumeError, type PodVolumes } from '../volumes/types.ts';
 
-export interface PodSyncOptions {
-  readonly cri: CriClient;
-  readonly kube: KubeClient;
-  readonly pleg: Pleg;
-  readonly reader: RuntimeStatusReader;
-  readonly images: ImageManager;
+export interface PodSyncOptions extends RuntimeManagerOptions {
   readonly status: StatusManager;
-  readonly recorder: EventRecorder;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  /** CrashLoopBackOff: 10 s doubling to 300 s, reset after 10 min. */
-  readonly crashBackoff: Backoff;
-  readonly runtimeConfig: RuntimeConfigOptions;
   readonly runtimeName: () => string;
   readonly hostIPs: readonly string[];
   /** Probe workers and results; without it no probe runs and every probe counts as passed. */
   readonly prober?: ProberManager;
-  readonly rootDir: string;
-  readonly volumes: VolumeManager;
-  readonly env: ContainerEnvProvider;
-  /** The pod's managed /etc/hosts content for its IPs. */
-  readonly hostsFile: (pod: Pod, podIPs: readonly string[]) => string;
-  /** QoS and pod cgroups (cgroupsPerQOS with a cgroup filesystem). */
-  readonly podCgroups?: PodCgroups;
-  readonly metrics?: KubeletMetrics;
   /** Rotates container logs; removes a container's rotated logs with it. */
   readonly containerLogs?: Pick<ContainerLogManager, 'clean'>;
-  /** In-place resize: allocated resources, actuation, resize conditions. */
-  readonly resize?: PodResizer;
   /** The pod's containers, sandboxes and volumes are gone (drop per-pod caches). */
   readonly onPodGone?: (uid: string) => void;
 }
@@ -88,35 +49,18 @@ export class PodSync implements PodSyncer {
    */
   readonly #firstSeen = new Map<string, number>();
 
-  readonly #hooks: StopDeps;
+  readonly #runtime: KubeRuntimeManager;
 
   constructor(options: PodSyncOptions) {
     this.#o = options;
-    const logger = options.logger.child({ component: 'lifecycle' });
-    this.#hooks = {
-      cri: options.cri,
-      recorder: options.recorder,
-      clock: options.clock,
-      logger,
-      runner: new HandlerRunner({
-        runtime: options.cri.runtime,
-        recorder: options.recorder,
-        clock: options.clock,
-        logger,
-        // The API status may not have the IP yet right after the sandbox started.
-        podIP: async (pod, signal) =>
-          (await this.#runtimeStatus(pod, signal)).sandboxes.find((x) => x.state === 'ready')?.ip,
-      }),
-    };
+    this.#runtime = new KubeRuntimeManager({
+      ...options,
+      ...(options.prober !== undefined && { probes: options.prober }),
+    });
   }
 
-  async #runtimeStatus(pod: Pod, signal: AbortSignal): Promise<RuntimePodStatus> {
-    const m = pod.metadata ?? {};
-    return this.#o.reader.read(
-      this.#o.pleg.get(m.uid ?? ''),
-      { name: m.name ?? '', namespace: m.namespace ?? '' },
-      signal,
-    );
+  #runtimeStatus(pod: Pod, signal: AbortSignal): Promise<RuntimePodStatus> {
+    return this.#runtime.getPodStatus(pod, signal);
   }
 
   /** Computes and records the pod's status; returns its phase. */
@@ -197,131 +141,19 @@ export class PodSync implements PodSyncer {
       this.#report(pod, await this.#runtimeStatus(pod, signal));
       return { requeueAfterMs: 5000 };
     }
-    let runtime = await this.#runtimeStatus(pod, signal);
-    const resize = this.#o.resize?.plan(pod, runtime);
-    const plan = computePodActions({
+    const result = await this.#runtime.syncPod(
       pod,
-      status: runtime,
-      now: clock.now(),
-      backoff: this.#o.crashBackoff,
-      ...(this.#o.prober !== undefined && { probes: this.#o.prober }),
-      ...(resize !== undefined && { resizeRestarts: resize.restarts }),
-    });
-    for (const [name, w] of Object.entries(plan.waiting)) {
-      waiting.set(name, w);
-      recorder.event(
-        podRef(pod, name),
-        'Warning',
-        'BackOff',
-        `Back-off restarting failed container ${name} in pod ${podDescription(pod)}`,
-      );
+      await this.#runtimeStatus(pod, signal),
+      (secretSignal) => this.#pullSecrets(pod, secretSignal),
+      signal,
+      { volumes, waiting },
+    );
+    if (result.outcome !== 'synced') {
+      this.#report(pod, result.podStatus);
+      return result.outcome === 'sandbox-failed' ? { requeueAfterMs: 10_000 } : {};
     }
-    let requeue: number | undefined;
-    const grace = pod.spec?.terminationGracePeriodSeconds ?? 30;
-
-    if (plan.killPod) {
-      await killPod(
-        this.#hooks,
-        this.#o.cri.runtime,
-        pod,
-        runtime,
-        grace,
-        'Pod sandbox changed, it will be killed and re-created.',
-        signal,
-      );
-    }
-    for (const k of plan.containersToKill) {
-      // A probe kill uses the probe's own grace period when it sets one, as upstream.
-      const spec = specContainer(pod, k.name);
-      const probe =
-        k.reason === 'liveness'
-          ? spec?.livenessProbe
-          : k.reason === 'startup'
-            ? spec?.startupProbe
-            : undefined;
-      const seconds = probe?.terminationGracePeriodSeconds ?? grace;
-      await killContainer(this.#hooks, pod, k, seconds, k.message, signal);
-    }
-    let sandboxId = plan.sandboxId;
-    let sandbox: cri.PodSandboxConfig | undefined;
-    if (plan.createSandbox) {
-      const created = await createPodSandbox(this.#o, pod, plan.attempt, signal);
-      if (created === undefined) {
-        this.#report(pod, runtime);
-        return { requeueAfterMs: 10_000 };
-      }
-      ({ id: sandboxId, config: sandbox } = created);
-      await this.#o.pleg.relist(signal);
-      runtime = await this.#runtimeStatus(pod, signal);
-    }
-    if (sandboxId === undefined) {
-      this.#report(pod, runtime);
-      return {};
-    }
-    sandbox ??= sandboxConfig(pod, plan.attempt, this.#o.runtimeConfig);
-    // Upstream's step 6: resize the pod cgroup and running containers, then start.
-    if (resize !== undefined && !plan.killPod) {
-      const killed = new Set(plan.containersToKill.map((k) => k.name));
-      if (await this.#o.resize?.actuate(pod, resize, killed, signal)) {
-        await this.#o.pleg.relist(signal);
-        runtime = await this.#runtimeStatus(pod, signal);
-      }
-    }
-    const starting =
-      plan.ephemeralContainersToStart.length +
-      plan.initContainersToStart.length +
-      plan.containersToStart.length;
-    if (starting > 0) {
-      const secrets = await this.#pullSecrets(pod, signal);
-      const podIPs = runtime.sandboxes.find((s) => s.id === sandboxId)?.ips ?? [];
-      const hosts = await writeEtcHosts(this.#o.rootDir, uid, this.#o.hostsFile(pod, podIPs));
-      const deps = this.#startDeps(hosts);
-      // Every image volume, before any container (upstream's getImageVolumes).
-      const imageVolumes = await pullImageVolumes(
-        this.#o.images,
-        pod,
-        secrets,
-        sandbox,
-        podRef(pod),
-        signal,
-      );
-      const start = async (name: string): Promise<void> => {
-        const spec = specContainer(pod, name);
-        if (spec === undefined) return;
-        await this.#o.resize?.containerStarting(pod, name);
-        const r = await startContainer(
-          deps,
-          {
-            pod,
-            spec,
-            runtime,
-            sandboxId,
-            sandbox,
-            podIPs,
-            secrets,
-            volumes,
-            imageVolumes,
-            waiting,
-            target: podRef(pod, name),
-          },
-          signal,
-        );
-        if (r !== undefined) requeue = Math.min(requeue ?? r, r);
-      };
-      // Init containers (and sidecars) in order; app containers in parallel, since their
-      // images and start-up do not depend on each other.
-      // Ephemeral containers first (kubectl debug into a pod whose init is stuck), as upstream.
-      for (const name of plan.ephemeralContainersToStart) await start(name);
-      for (const name of plan.initContainersToStart) await start(name);
-      await Promise.all(plan.containersToStart.map(start));
-      await this.#o.pleg.relist(signal);
-    }
-    runtime = await this.#runtimeStatus(pod, signal);
-    const phase = this.#report(pod, runtime);
-    for (const name of Object.keys(plan.waiting)) {
-      const remaining = this.#o.crashBackoff.remaining(containerBackoffKey(uid, name));
-      if (remaining > 0) requeue = Math.min(requeue ?? remaining, remaining);
-    }
+    const phase = this.#report(pod, await this.#runtimeStatus(pod, signal));
+    let requeue = result.requeueAfterMs;
     if (deadlineMs !== undefined) requeue = Math.min(requeue ?? deadlineMs, deadlineMs);
     const terminal = phase === 'Succeeded' || phase === 'Failed';
     return { terminal, ...(requeue !== undefined && !terminal && { requeueAfterMs: requeue }) };
@@ -343,38 +175,15 @@ export class PodSync implements PodSyncer {
     this.#o.recorder.event(podRef(pod), 'Normal', 'DeadlineExceeded', message);
     this.#failed.set(pod.metadata?.uid ?? '', { reason: 'DeadlineExceeded', message });
     const runtime = await this.#runtimeStatus(pod, signal);
-    await killPod(
-      this.#hooks,
-      this.#o.cri.runtime,
+    await this.#runtime.killPod(
       pod,
       runtime,
       pod.spec?.terminationGracePeriodSeconds ?? 30,
-      undefined,
       signal,
     );
     await this.#o.pleg.relist(signal);
     this.#report(pod, await this.#runtimeStatus(pod, signal));
     return { terminal: true };
-  }
-
-  #startDeps(hostsFile: string): ContainerStartDeps {
-    const o = this.#o;
-    return {
-      cri: o.cri,
-      images: o.images,
-      recorder: o.recorder,
-      crashBackoff: o.crashBackoff,
-      rootDir: o.rootDir,
-      env: o.env,
-      volumes: o.volumes,
-      etcHosts: () => hostsFile,
-      seccomp: o.runtimeConfig,
-      ...(o.metrics !== undefined && { metrics: o.metrics }),
-      postStart: async (pod, container, containerId, signal) => {
-        const r = await runPostStart(this.#hooks, { pod, container, containerId }, signal);
-        return r.ok ? undefined : r.message;
-      },
-    };
   }
 
   async syncTerminatingPod(
@@ -386,15 +195,7 @@ export class PodSync implements PodSyncer {
     this.#o.prober?.removePod(pod.metadata?.uid ?? '');
     await this.#o.pleg.relist(signal);
     const runtime = await this.#runtimeStatus(pod, signal);
-    await killPod(
-      this.#hooks,
-      this.#o.cri.runtime,
-      pod,
-      runtime,
-      gracePeriodSeconds,
-      undefined,
-      signal,
-    );
+    await this.#runtime.killPod(pod, runtime, gracePeriodSeconds, signal);
     await this.#o.pleg.relist(signal);
     this.#report(pod, await this.#runtimeStatus(pod, signal), { terminating: true });
   }

@@ -17,7 +17,7 @@ import { ResizeConditions } from '../status/resize-conditions.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
-import type { RuntimeStatusReader } from './runtime-status.ts';
+import type { RuntimeStatusReader } from '../kuberuntime/runtime-status.ts';
 
 export interface ResizeStackDeps {
   readonly rootDir: string;

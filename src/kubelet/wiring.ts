@@ -21,7 +21,7 @@ import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { podDnsConfig, readResolvConf } from './dns.ts';
 import type { KubeletOptions } from './options.ts';
-import type { RuntimeConfigOptions } from './runtime-config.ts';
+import type { RuntimeConfigOptions } from '../kuberuntime/runtime-config.ts';
 
 /** The runtime config PodSync builds CRI sandbox and container configs with. */
 export function runtimeConfigOf(

@@ -8,6 +8,7 @@
  */
 import type { Container, HostAlias, Pod } from 'kubernetes-types/core/v1.js';
 import { BerthError } from '../util/errors.ts';
+import { podHostnameAndDomain } from './hostname.ts';
 
 export const ETC_HOSTS_PATH = '/etc/hosts';
 const HEADER = '# Kubernetes-managed hosts file.\n';
@@ -63,4 +64,25 @@ export function hostsFileContent(pod: Pod, options: HostsFileOptions): string {
 export function mountsHostsFile(container: Container, podIPs: readonly string[]): boolean {
   if (podIPs.length === 0) return false;
   return !(container.volumeMounts ?? []).some((m) => m.mountPath === ETC_HOSTS_PATH);
+}
+
+/** The managed /etc/hosts of a pod: its IPs and hostname, or the node's for hostNetwork. */
+export function podHostsFile(
+  pod: Pod,
+  podIPs: readonly string[],
+  node: {
+    readonly nodeIPs: readonly string[];
+    readonly nodeName: string;
+    readonly clusterDomain: string;
+  },
+  nodeHosts: string,
+): string {
+  const hostNetwork = pod.spec?.hostNetwork === true;
+  return hostsFileContent(pod, {
+    podIPs: hostNetwork ? node.nodeIPs : podIPs,
+    ...(hostNetwork
+      ? { hostname: node.nodeName, domain: '' }
+      : podHostnameAndDomain(pod, node.clusterDomain)),
+    nodeHostsFile: nodeHosts,
+  });
 }

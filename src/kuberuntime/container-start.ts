@@ -22,9 +22,9 @@ import {
   imageVolumeMountCounts,
   imageVolumeUnsupported,
   type ImageVolumePulls,
-} from '../kuberuntime/image-volumes.ts';
-import { containerBackoffKey } from '../kuberuntime/plan.ts';
-import { effectiveRunAs, verifyRunAsNonRoot, type ImageUser } from '../kuberuntime/security.ts';
+} from './image-volumes.ts';
+import { containerBackoffKey } from './plan.ts';
+import { effectiveRunAs, verifyRunAsNonRoot, type ImageUser } from './security.ts';
 import {
   latestContainer,
   nextRestartCount,

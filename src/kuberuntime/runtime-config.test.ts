@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { podHostsFile } from './kubelet-util.ts';
+import { podHostsFile } from './hosts-file.ts';
 import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
 
 const options: RuntimeConfigOptions = {

@@ -15,7 +15,7 @@ import {
   type RuntimePodStatus,
   type SandboxStatus,
 } from '../container/pod-status.ts';
-import { terminationMessage } from '../kuberuntime/termination-message.ts';
+import { terminationMessage } from './termination-message.ts';
 import type { RuntimePodSnapshot } from '../container/pod-status.ts';
 
 export class RuntimeStatusReader {

@@ -15,8 +15,8 @@ import {
   sandboxAnnotations,
   sandboxLabels,
 } from '../container/labels.ts';
-import { kernelHostname } from '../kuberuntime/hostname.ts';
-import { hugepageLimits } from '../kuberuntime/hugepages.ts';
+import { kernelHostname } from './hostname.ts';
+import { hugepageLimits } from './hugepages.ts';
 import { qosClassOf, type QosClass } from '../container/qos.ts';
 import { BerthError } from '../util/errors.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';

@@ -1,0 +1,306 @@
+/**
+ * The runtime manager (upstream's kubeGenericRuntimeManager, kuberuntime_manager.go):
+ * converges one pod's sandbox and containers to its spec through CRI. `syncPod` is
+ * upstream's SyncPod, the runtime level of a pod sync: compute the plan
+ * (computePodActions in plan.ts), kill what must go, create the sandbox when needed,
+ * resize in place, then start ephemeral, init and app containers. The kubelet level
+ * (kubelet/pod-sync.ts, upstream's Kubelet.SyncPod) sets up volumes, reads the pod's
+ * runtime status before calling it, and reports status after it.
+ */
+import type { Pod, Secret } from 'kubernetes-types/core/v1.js';
+import type { CriClient, cri } from '../cri/index.ts';
+import { podDescription } from '../container/format.ts';
+import type { RuntimePodStatus } from '../container/pod-status.ts';
+import { containerTarget, podTarget } from '../events/targets.ts';
+import type { EventRecorder, EventTarget } from '../events/types.ts';
+import type { ImageManager } from '../images/manager.ts';
+import type { KubeClient } from '../kube/types.ts';
+import type { PodCgroups } from '../cm/pod-cgroups.ts';
+import { HandlerRunner } from '../lifecycle/handler.ts';
+import { runPostStart, type StopDeps } from '../lifecycle/stop.ts';
+import type { KubeletMetrics } from '../metrics/registry.ts';
+import type { Pleg } from '../pleg/types.ts';
+import type { ProbeResultsReader } from '../prober/types.ts';
+import type { WaitingReason } from '../status/generate.ts';
+import type { Backoff } from '../util/backoff.ts';
+import type { Clock } from '../util/clock.ts';
+import type { Logger } from '../util/logger.ts';
+import type { PodVolumes, VolumeManager } from '../volumes/types.ts';
+import {
+  startContainer,
+  type ContainerEnvProvider,
+  type ContainerStartDeps,
+} from './container-start.ts';
+import { pullImageVolumes } from './image-volumes.ts';
+import { computePodActions, containerBackoffKey } from './plan.ts';
+import { writeEtcHosts } from './pod-dirs.ts';
+import { createPodSandbox, killContainer, killPod, specContainer } from './pod-sandbox.ts';
+import type { PodResizer } from './resizer.ts';
+import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
+import type { RuntimeStatusReader } from './runtime-status.ts';
+
+export interface RuntimeManagerOptions {
+  readonly cri: CriClient;
+  readonly kube: KubeClient;
+  readonly pleg: Pleg;
+  readonly reader: RuntimeStatusReader;
+  readonly images: ImageManager;
+  readonly recorder: EventRecorder;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** CrashLoopBackOff: 10 s doubling to 300 s, reset after 10 min. */
+  readonly crashBackoff: Backoff;
+  readonly runtimeConfig: RuntimeConfigOptions;
+  /** Liveness and startup results; without it every probe counts as passed. */
+  readonly probes?: ProbeResultsReader;
+  readonly rootDir: string;
+  readonly volumes: VolumeManager;
+  readonly env: ContainerEnvProvider;
+  /** The pod's managed /etc/hosts content for its IPs. */
+  readonly hostsFile: (pod: Pod, podIPs: readonly string[]) => string;
+  /** QoS and pod cgroups (cgroupsPerQOS with a cgroup filesystem). */
+  readonly podCgroups?: PodCgroups;
+  readonly metrics?: KubeletMetrics;
+  /** In-place resize: allocated resources, actuation, resize conditions. */
+  readonly resize?: PodResizer;
+}
+
+/**
+ * The image pull secrets of the pod. Fetched only when a container is to be started,
+ * so a steady pod costs no API call per sync.
+ */
+export type PullSecrets = (signal: AbortSignal) => Promise<Secret[]>;
+
+/** What the kubelet level hands the runtime level besides upstream's arguments. */
+export interface SyncPodContext {
+  /** The pod's mounted volumes (upstream's volume manager GetMountedVolumesForPod). */
+  readonly volumes: PodVolumes;
+  /** Filled with why containers are not running, for the status (upstream's reasonCache). */
+  readonly waiting: Map<string, WaitingReason>;
+}
+
+/** The outcome of {@link KubeRuntimeManager.syncPod}. */
+export type RuntimeSyncResult =
+  | {
+      /**
+       * `sandbox-failed`: the sandbox could not be created (the event says why), nothing
+       * was started. `no-sandbox`: the plan wants no sandbox (a finished pod).
+       */
+      readonly outcome: 'sandbox-failed' | 'no-sandbox';
+      /** The pod's runtime status as last read. */
+      readonly podStatus: RuntimePodStatus;
+    }
+  | {
+      readonly outcome: 'synced';
+      /** When the pod must be synced again (back-off, image pull, ...), if sooner than the resync. */
+      readonly requeueAfterMs?: number;
+    };
+
+function podRef(pod: Pod, container?: string): EventTarget {
+  return container === undefined ? podTarget(pod) : containerTarget(pod, container);
+}
+
+export class KubeRuntimeManager {
+  readonly #o: RuntimeManagerOptions;
+  readonly #hooks: StopDeps;
+
+  constructor(options: RuntimeManagerOptions) {
+    this.#o = options;
+    const logger = options.logger.child({ component: 'lifecycle' });
+    this.#hooks = {
+      cri: options.cri,
+      recorder: options.recorder,
+      clock: options.clock,
+      logger,
+      runner: new HandlerRunner({
+        runtime: options.cri.runtime,
+        recorder: options.recorder,
+        clock: options.clock,
+        logger,
+        // The API status may not have the IP yet right after the sandbox started.
+        podIP: async (pod, signal) =>
+          (await this.getPodStatus(pod, signal)).sandboxes.find((x) => x.state === 'ready')?.ip,
+      }),
+    };
+  }
+
+  /** The pod's runtime status (upstream's GetPodStatus), from the PLEG's last relist. */
+  async getPodStatus(pod: Pod, signal: AbortSignal): Promise<RuntimePodStatus> {
+    const m = pod.metadata ?? {};
+    return this.#o.reader.read(
+      this.#o.pleg.get(m.uid ?? ''),
+      { name: m.name ?? '', namespace: m.namespace ?? '' },
+      signal,
+    );
+  }
+
+  /**
+   * Stops every container and the sandbox of the pod (upstream's KillPod), with
+   * preStop hooks, within `gracePeriodSeconds`; `message` goes on the Killing events.
+   */
+  async killPod(
+    pod: Pod,
+    podStatus: RuntimePodStatus,
+    gracePeriodSeconds: number,
+    signal: AbortSignal,
+    message?: string,
+  ): Promise<void> {
+    await killPod(
+      this.#hooks,
+      this.#o.cri.runtime,
+      pod,
+      podStatus,
+      gracePeriodSeconds,
+      message,
+      signal,
+    );
+  }
+
+  /** Upstream's SyncPod: one pass of the plan over `podStatus` (see the module comment). */
+  async syncPod(
+    pod: Pod,
+    podStatus: RuntimePodStatus,
+    pullSecrets: PullSecrets,
+    signal: AbortSignal,
+    { volumes, waiting }: SyncPodContext,
+  ): Promise<RuntimeSyncResult> {
+    const { recorder, clock } = this.#o;
+    const uid = pod.metadata?.uid ?? '';
+    let runtime = podStatus;
+    const resize = this.#o.resize?.plan(pod, runtime);
+    const plan = computePodActions({
+      pod,
+      status: runtime,
+      now: clock.now(),
+      backoff: this.#o.crashBackoff,
+      ...(this.#o.probes !== undefined && { probes: this.#o.probes }),
+      ...(resize !== undefined && { resizeRestarts: resize.restarts }),
+    });
+    for (const [name, w] of Object.entries(plan.waiting)) {
+      waiting.set(name, w);
+      recorder.event(
+        podRef(pod, name),
+        'Warning',
+        'BackOff',
+        `Back-off restarting failed container ${name} in pod ${podDescription(pod)}`,
+      );
+    }
+    let requeue: number | undefined;
+    const grace = pod.spec?.terminationGracePeriodSeconds ?? 30;
+
+    if (plan.killPod) {
+      await this.killPod(
+        pod,
+        runtime,
+        grace,
+        signal,
+        'Pod sandbox changed, it will be killed and re-created.',
+      );
+    }
+    for (const k of plan.containersToKill) {
+      // A probe kill uses the probe's own grace period when it sets one, as upstream.
+      const spec = specContainer(pod, k.name);
+      const probe =
+        k.reason === 'liveness'
+          ? spec?.livenessProbe
+          : k.reason === 'startup'
+            ? spec?.startupProbe
+            : undefined;
+      const seconds = probe?.terminationGracePeriodSeconds ?? grace;
+      await killContainer(this.#hooks, pod, k, seconds, k.message, signal);
+    }
+    let sandboxId = plan.sandboxId;
+    let sandbox: cri.PodSandboxConfig | undefined;
+    if (plan.createSandbox) {
+      const created = await createPodSandbox(this.#o, pod, plan.attempt, signal);
+      if (created === undefined) return { outcome: 'sandbox-failed', podStatus: runtime };
+      ({ id: sandboxId, config: sandbox } = created);
+      await this.#o.pleg.relist(signal);
+      runtime = await this.getPodStatus(pod, signal);
+    }
+    if (sandboxId === undefined) return { outcome: 'no-sandbox', podStatus: runtime };
+    sandbox ??= sandboxConfig(pod, plan.attempt, this.#o.runtimeConfig);
+    // Upstream's step 6: resize the pod cgroup and running containers, then start.
+    if (resize !== undefined && !plan.killPod) {
+      const killed = new Set(plan.containersToKill.map((k) => k.name));
+      if (await this.#o.resize?.actuate(pod, resize, killed, signal)) {
+        await this.#o.pleg.relist(signal);
+        runtime = await this.getPodStatus(pod, signal);
+      }
+    }
+    const starting =
+      plan.ephemeralContainersToStart.length +
+      plan.initContainersToStart.length +
+      plan.containersToStart.length;
+    if (starting > 0) {
+      const secrets = await pullSecrets(signal);
+      const podIPs = runtime.sandboxes.find((s) => s.id === sandboxId)?.ips ?? [];
+      const hosts = await writeEtcHosts(this.#o.rootDir, uid, this.#o.hostsFile(pod, podIPs));
+      const deps = this.#startDeps(hosts);
+      // Every image volume, before any container (upstream's getImageVolumes).
+      const imageVolumes = await pullImageVolumes(
+        this.#o.images,
+        pod,
+        secrets,
+        sandbox,
+        podRef(pod),
+        signal,
+      );
+      const start = async (name: string): Promise<void> => {
+        const spec = specContainer(pod, name);
+        if (spec === undefined) return;
+        await this.#o.resize?.containerStarting(pod, name);
+        const r = await startContainer(
+          deps,
+          {
+            pod,
+            spec,
+            runtime,
+            sandboxId,
+            sandbox,
+            podIPs,
+            secrets,
+            volumes,
+            imageVolumes,
+            waiting,
+            target: podRef(pod, name),
+          },
+          signal,
+        );
+        if (r !== undefined) requeue = Math.min(requeue ?? r, r);
+      };
+      // Init containers (and sidecars) in order; app containers in parallel, since their
+      // images and start-up do not depend on each other.
+      // Ephemeral containers first (kubectl debug into a pod whose init is stuck), as upstream.
+      for (const name of plan.ephemeralContainersToStart) await start(name);
+      for (const name of plan.initContainersToStart) await start(name);
+      await Promise.all(plan.containersToStart.map(start));
+      await this.#o.pleg.relist(signal);
+    }
+    for (const name of Object.keys(plan.waiting)) {
+      const remaining = this.#o.crashBackoff.remaining(containerBackoffKey(uid, name));
+      if (remaining > 0) requeue = Math.min(requeue ?? remaining, remaining);
+    }
+    return { outcome: 'synced', ...(requeue !== undefined && { requeueAfterMs: requeue }) };
+  }
+
+  #startDeps(hostsFile: string): ContainerStartDeps {
+    const o = this.#o;
+    return {
+      cri: o.cri,
+      images: o.images,
+      recorder: o.recorder,
+      crashBackoff: o.crashBackoff,
+      rootDir: o.rootDir,
+      env: o.env,
+      volumes: o.volumes,
+      etcHosts: () => hostsFile,
+      seccomp: o.runtimeConfig,
+      ...(o.metrics !== undefined && { metrics: o.metrics }),
+      postStart: async (pod, container, containerId, signal) => {
+        const r = await runPostStart(this.#hooks, { pod, container, containerId }, signal);
+        return r.ok ? undefined : r.message;
+      },
+    };
+  }
+}
