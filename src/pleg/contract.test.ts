@@ -6,7 +6,9 @@ import { MemoryLogger } from '../util/logger.ts';
 import { plegContract } from './contract.ts';
 import { FakePleg } from './fake.ts';
 import { RelistPleg } from './generic.ts';
-import { POD_UID_LABEL, type PodLifecycleEvent, type RuntimePodSnapshot } from './types.ts';
+import { POD_UID_LABEL } from '../container/labels.ts';
+import type { RuntimePodSnapshot } from '../container/pod-status.ts';
+import type { PodLifecycleEvent } from './types.ts';
 
 const START = Date.UTC(2026, 0, 1);
 const IMAGE = 'registry.test/app:1';

@@ -6,12 +6,8 @@
  */
 import { cri } from '../cri/index.ts';
 import type { Clock } from '../util/clock.ts';
-import type {
-  Pleg,
-  PodLifecycleEvent,
-  PodLifecycleEventType,
-  RuntimePodSnapshot,
-} from './types.ts';
+import type { RuntimePodSnapshot } from '../container/pod-status.ts';
+import type { Pleg, PodLifecycleEvent, PodLifecycleEventType } from './types.ts';
 
 const UNHEALTHY_AFTER_MS = 3 * 60_000;
 
