@@ -12,9 +12,7 @@ import { OomError, type KmsgSource } from './types.ts';
 const RECORD_MAX = 8192;
 
 function errnoCode(err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err
-    ? String(err.code)
-    : undefined;
+  return typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : undefined;
 }
 
 export class DevKmsgSource implements KmsgSource {
