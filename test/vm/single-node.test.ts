@@ -33,7 +33,14 @@ const GROUPS = [
   // Ignores SIGTERM: killed when its group's share is over.
   { name: 'mid', value: 100_000, onTerm: ':' },
   { name: 'high', value: 1_000_000, onTerm: 'exit 0' },
+  // The last group ignores SIGTERM and so holds the lock for its whole share, time in which
+  // the other groups' statuses reach the API. Its own status is not asserted: as upstream,
+  // berth lets go of the lock when the last group ends, and systemd then stops berth, racing
+  // that last status write.
+  { name: 'last', value: 2_000_000, onTerm: ':' },
 ] as const;
+/** The groups whose statuses must have reached the API. */
+const CHECKED = GROUPS.filter((g) => g.name !== 'last');
 
 describe('berth in a VM: systemd, cgroup v2, containerd 2.x, joined over the bridge', () => {
   let vm: VmCluster;
@@ -158,13 +165,16 @@ describe('berth in a VM: systemd, cgroup v2, containerd 2.x, joined over the bri
       'busctl get-property org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager InhibitDelayMaxUSec',
     );
     const usec = Number(/\d+/.exec(maxDelay)?.[0]);
-    assert.ok(usec >= 3 * SHARE_SECONDS * 1_000_000, `InhibitDelayMaxUSec ${maxDelay.trim()}`);
+    assert.ok(
+      usec >= GROUPS.length * SHARE_SECONDS * 1_000_000,
+      `InhibitDelayMaxUSec ${maxDelay.trim()}`,
+    );
 
     await guest.sh('systemctl poweroff --no-block');
     await guest.waitForPowerOff(15 * MINUTES);
 
     // The machine is gone: all that follows was reported before it went down.
-    for (const g of GROUPS) {
+    for (const g of CHECKED) {
       const pod = await getJson<Pod>(vm.cluster, ['get', 'pod', `sd-${g.name}`]);
       assert.equal(pod?.status?.phase, 'Failed', `sd-${g.name}: ${JSON.stringify(pod?.status)}`);
       assert.equal(pod.status.reason, 'Terminated');
