@@ -49,7 +49,7 @@ describe('applyDefaults', () => {
       cgroupsPerQOS: true,
       clusterDomain: null,
       failSwapOn: true,
-      failCgroupV1: true,
+      failCgroupV1: null,
       containerRuntimeEndpoint: 'unix:///run/containerd/containerd.sock',
       imageServiceEndpoint: null,
       staticPodPath: null,

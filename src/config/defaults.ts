@@ -248,7 +248,7 @@ export function applyDefaults(
     localStorageCapacityIsolation: f.localStorageCapacityIsolation ?? true,
     containerRuntimeEndpoint: strOr(f.containerRuntimeEndpoint, DEFAULT_CONTAINER_RUNTIME_ENDPOINT),
     imageServiceEndpoint: strOrNull(f.imageServiceEndpoint),
-    failCgroupV1: f.failCgroupV1 ?? true,
+    failCgroupV1: f.failCgroupV1 ?? null,
     userNamespaces: { idsPerPod: f.userNamespaces?.idsPerPod ?? null },
     podHousekeepingPeriodMs: orDefault(f.podHousekeepingPeriod, 2 * SECOND),
   };

@@ -210,7 +210,9 @@ export const KUBELET_FLAGS = {
     (c, v) => ({ ...c, failSwapOn: v }),
   ),
   'fail-cgroupv1': bind(
-    boolFlag('Refuse to start on a cgroup v1 host.', { defaultText: String(D.failCgroupV1) }),
+    boolFlag('Refuse to start on a cgroup v1 host (berth honours it only when set).', {
+      defaultText: 'unset',
+    }),
     'failCgroupV1',
     (c, v) => ({ ...c, failCgroupV1: v }),
   ),

@@ -298,8 +298,11 @@ export interface KubeletConfig {
   readonly containerRuntimeEndpoint: string;
   /** Null: the containerRuntimeEndpoint serves images too. */
   readonly imageServiceEndpoint: string | null;
-  /** Refuse to start on cgroup v1. Default true (since 1.35). */
-  readonly failCgroupV1: boolean;
+  /**
+   * Refuse to start on cgroup v1. Upstream defaults to true (since 1.35); berth honours
+   * it only when set (file or --fail-cgroupv1), so null, not set, runs on cgroup v1.
+   */
+  readonly failCgroupV1: boolean | null;
   readonly userNamespaces: { readonly idsPerPod: number | null };
   /** Period of the pod housekeeping pass. Default 2s. */
   readonly podHousekeepingPeriodMs: number;

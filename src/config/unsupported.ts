@@ -29,6 +29,12 @@ interface Setting {
 const empty = (v: object | null | undefined): boolean =>
   v === null || v === undefined || Object.keys(v).length === 0;
 const unset = (v: string | null): boolean => v === null || v === '';
+/** "0", "0Mi", "0.0": a quantity of zero (no buffer). */
+const ZERO_QUANTITY = /^[+-]?0*(\.0*)?([eE][+-]?\d+|[a-zA-Z]*)$/;
+const DEFAULT_VOLUME_PLUGIN_DIRS = new Set([
+  '/usr/libexec/kubernetes/kubelet-plugins/volume/exec/',
+  '/usr/libexec/kubernetes/kubelet-plugins/volume/exec',
+]);
 
 const SETTINGS: readonly Setting[] = [
   {
@@ -177,6 +183,60 @@ const SETTINGS: readonly Setting[] = [
     value: (c) => c.preloadedImagesVerificationAllowlist,
   },
   {
+    path: 'imagePullCredentialsVerificationPolicy',
+    // Unset and NeverVerifyPreloadedImages are upstream's default, which berth does not
+    // honour either (ARCHITECTURE.md, deliberate differences): refusing them would
+    // refuse every config.
+    berth: 'does not verify pull credentials of cached images, as NeverVerify',
+    ok: (c) =>
+      c.imagePullCredentialsVerificationPolicy === null ||
+      c.imagePullCredentialsVerificationPolicy === 'NeverVerify' ||
+      c.imagePullCredentialsVerificationPolicy === 'NeverVerifyPreloadedImages',
+    value: (c) => c.imagePullCredentialsVerificationPolicy,
+  },
+  {
+    path: 'configMapAndSecretChangeDetectionStrategy',
+    berth: 'reads configMaps and secrets through a watch-based cache, as Watch',
+    ok: (c) => c.configMapAndSecretChangeDetectionStrategy === 'Watch',
+    value: (c) => c.configMapAndSecretChangeDetectionStrategy,
+  },
+  {
+    // Upstream probes FlexVolume drivers in this directory; berth has no FlexVolume
+    // support, so no directory changes anything (the default is a deliberate difference).
+    path: 'volumePluginDir',
+    berth: 'runs no FlexVolume drivers',
+    ok: (c) => DEFAULT_VOLUME_PLUGIN_DIRS.has(c.volumePluginDir),
+    value: (c) => c.volumePluginDir,
+  },
+  {
+    // Not a v1.37 field (upstream's DRA manager reconciles every 60s, not configurable);
+    // berth has no DRA manager whose reconcile it could time.
+    path: 'draManagerReconcilePeriod',
+    berth: 'has no DRA manager to reconcile',
+    ok: (c) => c.draManagerReconcilePeriodMs === 60_000,
+    value: (c) => `${String(c.draManagerReconcilePeriodMs)}ms`,
+  },
+  {
+    path: 'enableContentionProfiling',
+    berth: 'has no block profiling (no /debug/pprof handler)',
+    ok: (c) => !c.enableContentionProfiling,
+    value: (c) => c.enableContentionProfiling,
+  },
+  ...(['text', 'json'] as const).flatMap((format): Setting[] => [
+    {
+      path: `logging.options.${format}.splitStream`,
+      berth: 'writes every log record to stderr',
+      ok: (c) => !c.logging.options[format].splitStream,
+      value: (c) => c.logging.options[format].splitStream,
+    },
+    {
+      path: `logging.options.${format}.infoBufferSize`,
+      berth: 'writes every log record at once, unbuffered',
+      ok: (c) => ZERO_QUANTITY.test(c.logging.options[format].infoBufferSize),
+      value: (c) => c.logging.options[format].infoBufferSize,
+    },
+  ]),
+  {
     path: 'showHiddenMetricsForVersion',
     berth: 'has no hidden metrics to show',
     ok: (c) => unset(c.showHiddenMetricsForVersion),
@@ -216,6 +276,19 @@ const SETTINGS: readonly Setting[] = [
     value: (c) => c.tlsCurvePreferences,
   },
 ];
+
+/** Upstream's refusal (validateKubeletOSConfiguration), word for word. */
+export const CGROUP_V1_MESSAGE =
+  'kubelet is configured to not run on a host using cgroup v1. cgroup v1 support is unsupported and will be removed in a future release';
+
+/**
+ * Why berth must not start on this host given failCgroupV1, or undefined. Only an
+ * explicit true refuses: upstream's default (true) would refuse every cgroup v1 host,
+ * and berth supports v1 (ARCHITECTURE.md, deliberate differences).
+ */
+export function cgroupV1Problem(c: KubeletConfig, cgroupVersion: 'v1' | 'v2'): string | undefined {
+  return c.failCgroupV1 === true && cgroupVersion === 'v1' ? CGROUP_V1_MESSAGE : undefined;
+}
 
 /** A refusal per setting set to a value berth would not honour (shaped as a validation issue). */
 export function unsupportedSettings(
