@@ -125,3 +125,47 @@ describe('Housekeeping garbage collection', () => {
     assert.deepEqual(await ids(), []);
   });
 });
+
+describe('Housekeeping period', () => {
+  test('cleans up orphans every periodMs (podHousekeepingPeriod), not every 2 s', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1));
+    const client = new FakeCriClient({ clock });
+    const logger = new MemoryLogger();
+    const pleg = new RelistPleg({ runtime: client.runtime, clock, logger, onEvents: () => {} });
+    let passes = 0;
+    const housekeeping = new Housekeeping({
+      cri: client,
+      pleg,
+      source: {
+        synced: true,
+        pods: () => {
+          passes += 1;
+          return new Map();
+        },
+      },
+      podWorkers: new PodWorkers({
+        syncer: {
+          syncPod: () => Promise.resolve({}),
+          syncTerminatingPod: () => Promise.resolve(),
+          syncTerminatedPod: () => Promise.resolve(),
+        },
+        clock,
+        logger,
+      }),
+      clock,
+      logger,
+      periodMs: 5000,
+      gcPeriodMs: 3_600_000,
+    });
+    const stop = new AbortController();
+    const running = housekeeping.run(stop.signal);
+    await clock.advance(4999);
+    assert.equal(passes, 0, 'no pass before the period');
+    await clock.advance(1);
+    assert.equal(passes, 1);
+    await clock.advance(5000);
+    assert.equal(passes, 2);
+    stop.abort();
+    await running;
+  });
+});
