@@ -220,8 +220,9 @@ export class Kubelet {
       runtimeConfig: runtimeConfigOf(
         options,
         recorder,
-        () => this.nodeStatus.node?.status?.capacity,
+        () => this.nodeStatus.node?.status,
         this.podCgroups,
+        deps.cgroups?.version,
       ),
       runtimeName: () => this.#runtimeName,
       hostIPs: options.nodeIPs,
@@ -380,9 +381,6 @@ export class Kubelet {
       allocations: this.resize,
       runtimeCaches: [reader],
       backoffs: [crashBackoff, imageBackoff],
-      ...(options.podHousekeepingPeriodMs !== undefined && {
-        periodMs: options.podHousekeepingPeriodMs,
-      }),
     });
     this.server = kubeletServerOf(options, {
       kube,

@@ -33,8 +33,6 @@ export interface KubeletOptions {
   readonly maxPods: number;
   readonly kubeletPort: number;
   readonly syncFrequencyMs: number;
-  /** podHousekeepingPeriod: how often orphans are cleaned up (default 2 s). */
-  readonly podHousekeepingPeriodMs?: number;
   /** volumeStatsAggPeriod: how often pod volumes are measured; zero or less: never (default 1 min). */
   readonly volumeStatsAggPeriodMs?: number;
   readonly nodeStatusUpdateFrequencyMs: number;
@@ -73,6 +71,10 @@ export interface KubeletOptions {
   readonly nodeShutdown?: NodeShutdownWiringOptions;
   /** Node-pressure eviction and image GC; undefined: neither (unit tests). */
   readonly eviction?: EvictionOptions;
+  /** memoryThrottlingFactor (MemoryQoS's memory.high on cgroup v2); default 0.9. */
+  readonly memoryThrottlingFactor?: number;
+  /** singleProcessOOMKill; null or absent: upstream's default (false on cgroup v2). */
+  readonly singleProcessOOMKill?: boolean | null;
   /** featureGates as configured; a gate left out has upstream's v1.37 default. */
   readonly featureGates?: Readonly<Record<string, boolean | undefined>>;
 }

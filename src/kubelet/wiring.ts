@@ -5,7 +5,7 @@
  * reads as the list of managers and their order.
  */
 import { join } from 'node:path';
-import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { NodeStatus, Pod } from 'kubernetes-types/core/v1.js';
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import type { CriClient } from '../cri/index.ts';
 import { podTarget } from '../events/targets.ts';
@@ -19,6 +19,7 @@ import { ProcHostStats } from '../stats/host.ts';
 import type { VolumeStatsSource } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
+import { parseQuantity } from '../util/quantity.ts';
 import { podDnsConfig, readResolvConf } from './dns.ts';
 import type { KubeletOptions } from './options.ts';
 import type { RuntimeConfigOptions } from '../kuberuntime/runtime-config.ts';
@@ -27,9 +28,15 @@ import type { RuntimeConfigOptions } from '../kuberuntime/runtime-config.ts';
 export function runtimeConfigOf(
   options: KubeletOptions,
   recorder: EventRecorder,
-  nodeCapacity: () => Readonly<Record<string, string>> | undefined,
+  nodeStatus: () => NodeStatus | undefined,
   podCgroups: PodCgroups | undefined,
+  cgroupVersion: 'v1' | 'v2' | undefined,
 ): RuntimeConfigOptions {
+  const bytes = (q: string | undefined): number | undefined =>
+    q === undefined ? undefined : Math.floor(parseQuantity(q));
+  const cgroupV2 = cgroupVersion === 'v2';
+  // MemoryQoS is beta and on by default in v1.37; it only acts on cgroup v2.
+  const memoryQos = cgroupV2 && options.featureGates?.['MemoryQoS'] !== false;
   const hostResolv = readResolvConf(options.resolvConf);
   // Upstream's nodeRef: the node's name doubles as its UID.
   const nodeTarget = { kind: 'Node', name: options.nodeName, uid: options.nodeName } as const;
@@ -56,7 +63,20 @@ export function runtimeConfigOf(
     seccompProfileRoot: join(options.rootDir, 'seccomp'),
     seccompDefault: options.seccompDefault ?? false,
     hugePageSizes: () =>
-      Object.keys(nodeCapacity() ?? {}).filter((k) => k.startsWith('hugepages-')),
+      Object.keys(nodeStatus()?.capacity ?? {}).filter((k) => k.startsWith('hugepages-')),
+    memoryCapacityBytes: () => bytes(nodeStatus()?.capacity?.['memory']),
+    ...(cgroupV2 && {
+      unified: () => ({
+        cgroupV2,
+        singleProcessOOMKill: options.singleProcessOOMKill ?? null,
+        ...(memoryQos && {
+          memoryQos: {
+            throttlingFactor: options.memoryThrottlingFactor ?? 0.9,
+            allocatableMemoryBytes: bytes(nodeStatus()?.allocatable?.['memory']),
+          },
+        }),
+      }),
+    }),
     ...(podCgroups !== undefined && {
       cgroupParent: (pod: Pod) => podCgroups.cgroupParent(pod),
     }),

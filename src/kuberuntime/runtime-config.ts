@@ -17,6 +17,7 @@ import {
 } from '../container/labels.ts';
 import { kernelHostname } from './hostname.ts';
 import { hugepageLimits } from './hugepages.ts';
+import { containerOomScoreAdjust, containerUnified, type UnifiedOptions } from './memory-qos.ts';
 import { qosClassOf, type QosClass } from '../container/qos.ts';
 import { BerthError } from '../util/errors.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
@@ -41,11 +42,16 @@ export interface RuntimeConfigOptions {
   readonly seccompDefault?: boolean;
   /** The node's hugepages-<size> resources (its capacity): each gets a CRI limit. */
   readonly hugePageSizes?: () => readonly string[];
+  /** The node's memory capacity in bytes (Burstable containers' OOM score adjust). */
+  readonly memoryCapacityBytes?: () => number | undefined;
+  /** cgroup v2 keys of a container's resources (memory-qos.ts); absent: none (v1). */
+  readonly unified?: () => UnifiedOptions;
 }
 
 export type SeccompOptions = Pick<RuntimeConfigOptions, 'seccompProfileRoot' | 'seccompDefault'>;
 /** What a container's config takes from the node beyond the pod. */
-export type ContainerConfigOptions = SeccompOptions & Pick<RuntimeConfigOptions, 'hugePageSizes'>;
+export type ContainerConfigOptions = SeccompOptions &
+  Pick<RuntimeConfigOptions, 'hugePageSizes' | 'memoryCapacityBytes' | 'unified'>;
 
 /**
  * The CRI seccomp profile of a container (or, without one, of the pod): upstream's
@@ -241,9 +247,10 @@ function appArmorFields(
 }
 
 function resources(
+  pod: Pod,
   c: Container,
   qos: QosClass,
-  hugePageSizes: readonly string[],
+  options: ContainerConfigOptions,
 ): cri.LinuxContainerResources {
   const req = c.resources?.requests ?? {};
   const lim = c.resources?.limits ?? {};
@@ -257,15 +264,16 @@ function resources(
       ? 0
       : Math.max(1000, Math.floor((milliCpu(lim['cpu']) * period) / 1000));
   const memoryLimit = lim['memory'] === undefined ? 0 : Math.floor(parseQuantity(lim['memory']));
-  // Upstream's QoS OOM scores: Guaranteed -997, BestEffort 1000, Burstable scaled by request.
-  const oomScoreAdj = qos === 'Guaranteed' ? -997 : qos === 'BestEffort' ? 1000 : 999;
+  const oomScoreAdj = containerOomScoreAdjust(pod, c, qos, options.memoryCapacityBytes?.());
+  const unified = options.unified === undefined ? {} : containerUnified(c, options.unified());
   return cri.LinuxContainerResources.fromPartial({
     cpuShares: BigInt(cpuShares),
     cpuPeriod: lim['cpu'] === undefined ? 0n : BigInt(period),
     cpuQuota: BigInt(cpuQuota),
     memoryLimitInBytes: BigInt(memoryLimit),
     oomScoreAdj: BigInt(oomScoreAdj),
-    hugepageLimits: hugepageLimits(c, hugePageSizes),
+    hugepageLimits: hugepageLimits(c, options.hugePageSizes?.() ?? []),
+    unified,
   });
 }
 
@@ -300,7 +308,7 @@ export function containerConfig(
     stdinOnce: container.stdinOnce === true,
     tty: container.tty === true,
     linux: {
-      resources: resources(container, qosClassOf(pod), options.hugePageSizes?.() ?? []),
+      resources: resources(pod, container, qosClassOf(pod), options),
       securityContext: {
         privileged,
         namespaceOptions:
