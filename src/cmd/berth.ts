@@ -16,6 +16,7 @@ import { configzDocument } from '../config/configz.ts';
 import { bootstrapIfConfigured, startCertificateManagers } from './certificates.ts';
 import { SelfSignedCertificateError, servingCertificateFiles } from '../certificate/self-signed.ts';
 import { loadConfig } from '../config/index.ts';
+import { cgroupV1Problem } from '../config/unsupported.ts';
 import { ConfigError, HelpRequestedError, VersionRequestedError } from '../config/errors.ts';
 import type { KubeletConfig } from '../config/types.ts';
 import { GrpcCriClient } from '../cri/index.ts';
@@ -174,6 +175,11 @@ async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`berth: ${SWAP_ON_MESSAGE}\n`);
     return 1;
   }
+  const cgroupProblem = cgroupV1Problem(k, await detectCgroupVersion());
+  if (cgroupProblem !== undefined) {
+    process.stderr.write(`berth: ${cgroupProblem}\n`);
+    return 1;
+  }
   const kernelProblems = k.protectKernelDefaults ? await kernelTunableProblems() : [];
   if (kernelProblems.length > 0) {
     process.stderr.write(`berth: ${kernelTunablesMessage(kernelProblems)}\n`);
@@ -267,6 +273,7 @@ async function main(argv: readonly string[]): Promise<number> {
       maxPods: k.podsPerCore > 0 ? Math.min(k.maxPods, k.podsPerCore * cpus().length) : k.maxPods,
       kubeletPort: k.port,
       syncFrequencyMs: k.syncFrequencyMs,
+      podHousekeepingPeriodMs: k.podHousekeepingPeriodMs,
       volumeStatsAggPeriodMs: k.volumeStatsAggPeriodMs,
       nodeStatusUpdateFrequencyMs: k.nodeStatusUpdateFrequencyMs,
       nodeStatusReportFrequencyMs: k.nodeStatusReportFrequencyMs,

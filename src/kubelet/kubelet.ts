@@ -381,6 +381,9 @@ export class Kubelet {
       allocations: this.resize,
       runtimeCaches: [reader],
       backoffs: [crashBackoff, imageBackoff],
+      ...(options.podHousekeepingPeriodMs !== undefined && {
+        periodMs: options.podHousekeepingPeriodMs,
+      }),
     });
     this.server = kubeletServerOf(options, {
       kube,

@@ -33,6 +33,8 @@ export interface KubeletOptions {
   readonly maxPods: number;
   readonly kubeletPort: number;
   readonly syncFrequencyMs: number;
+  /** podHousekeepingPeriod: how often orphans are cleaned up (default 2 s). */
+  readonly podHousekeepingPeriodMs?: number;
   /** volumeStatsAggPeriod: how often pod volumes are measured; zero or less: never (default 1 min). */
   readonly volumeStatsAggPeriodMs?: number;
   readonly nodeStatusUpdateFrequencyMs: number;
