@@ -54,6 +54,7 @@ describe('unsupportedSettings', () => {
         'imagePullCredentialsVerificationPolicy',
       ],
       ['volumePluginDir: /opt/flex\n', 'volumePluginDir'],
+      ['memoryReservationPolicy: TieredReservation\n', 'memoryReservationPolicy'],
       ['enableContentionProfiling: true\n', 'enableContentionProfiling'],
       ['draManagerReconcilePeriod: 30s\n', 'draManagerReconcilePeriod'],
       [

@@ -154,6 +154,14 @@ const SETTINGS: readonly Setting[] = [
     value: (c) => c.systemReservedCgroup,
   },
   {
+    // TieredReservation also protects the pod and QoS cgroups and the reserved ones
+    // (memory.min/low); berth sets only the containers' MemoryQoS keys.
+    path: 'memoryReservationPolicy',
+    berth: 'protects no memory with memory.min/low, as the "None" policy',
+    ok: (c) => c.memoryReservationPolicy === 'None',
+    value: (c) => c.memoryReservationPolicy,
+  },
+  {
     path: 'memorySwap.swapBehavior',
     berth: 'gives containers no swap, as NoSwap',
     ok: (c) => c.memorySwap.swapBehavior === null || c.memorySwap.swapBehavior === 'NoSwap',
