@@ -38,6 +38,7 @@ import { detectNodeIP } from '../nodestatus/node-ip.ts';
 import { systemClock } from '../util/clock.ts';
 import { createLogger, LogVerbosity } from '../util/logger.ts';
 import { setOpenFilesLimit } from '../util/rlimit.ts';
+import { applyOomScoreAdj } from '../util/oom-score.ts';
 import { parseQuantity } from '../util/quantity.ts';
 
 function socketPath(endpoint: string): string {
@@ -135,6 +136,12 @@ async function main(argv: readonly string[]): Promise<number> {
   } catch (err) {
     // Upstream logs this and starts anyway.
     logger.error('Failed to set rlimit on max file handles', { error: String(err) });
+  }
+  try {
+    await applyOomScoreAdj(k.oomScoreAdj);
+  } catch (err) {
+    // Lowering the score needs CAP_SYS_RESOURCE; upstream logs this and starts anyway.
+    logger.info('Failed to ApplyOOMScoreAdj', { error: String(err) });
   }
   let server: KubeletOptions['server'];
   let eviction: KubeletOptions['eviction'];

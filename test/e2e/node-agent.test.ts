@@ -108,6 +108,13 @@ function suite(kind: RuntimeKind): void {
           await readFile(berth.logFile, 'utf8'),
           /Failed to set rlimit on max file handles.*--nofile=1000000:1000000: prlimit: failed to set the NOFILE resource limit: Operation not permitted/,
         );
+      // oomScoreAdj (default -999) is berth's own score; lowering it needs the same
+      // CAP_SYS_RESOURCE, so without it berth logs upstream's message instead.
+      const score = (
+        await readFile(`/proc/${String(berth.process.pid)}/oom_score_adj`, 'utf8')
+      ).trim();
+      if (score !== '-999')
+        assert.match(await readFile(berth.logFile, 'utf8'), /Failed to ApplyOOMScoreAdj.*EACCES/);
     });
 
     test('the Lease is held by the node and renewed', async () => {
