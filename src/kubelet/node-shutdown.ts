@@ -102,6 +102,7 @@ export function nodeShutdownOf(
         return state === 'syncing' || state === 'terminating';
       }),
     killPod: killPodNow(d.podWorkers, d.status, d.clock),
+    statusesSent: () => d.status().drain(),
     syncNodeStatus: d.syncNodeStatus,
     recorder: d.recorder,
     node: { kind: 'Node', name: d.nodeName, uid: d.nodeName },

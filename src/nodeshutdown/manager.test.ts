@@ -9,7 +9,7 @@ import { MemoryEventRecorder } from '../events/types.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { FakeLogind } from './fake.ts';
-import { LogindShutdownManager } from './manager.ts';
+import { LogindShutdownManager, STATUS_SETTLE_MS } from './manager.ts';
 import { ShutdownStateStorage } from './storage.ts';
 import type { ShutdownGracePeriodByPodPriority } from './types.ts';
 
@@ -32,7 +32,7 @@ async function settle(clock: FakeClock, ms = 0): Promise<void> {
   }
 }
 
-function setup(periods = PERIODS) {
+function setup(periods = PERIODS, statusesSent?: () => Promise<void>) {
   const clock = new FakeClock();
   const logind = new FakeLogind();
   const logger = new MemoryLogger();
@@ -55,6 +55,7 @@ function setup(periods = PERIODS) {
     node: { kind: 'Node', name: 'n1', uid: 'n1' },
     clock,
     logger,
+    ...(statusesSent !== undefined && { statusesSent }),
   });
   const controller = new AbortController();
   const running = manager.run(controller.signal);
@@ -75,6 +76,38 @@ function setup(periods = PERIODS) {
 }
 
 describe('LogindShutdownManager', () => {
+  test("the lock is held until the pods' statuses are written, at most STATUS_SETTLE_MS", async () => {
+    let writes = 0;
+    let finish = (): void => undefined;
+    const t = setup(PERIODS, () => {
+      writes++;
+      return new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+    });
+    await settle(t.clock);
+    t.logind.prepareForShutdown(true);
+    await settle(t.clock);
+    assert.deepEqual(t.killed, ['web', 'db']);
+    assert.equal(writes, 1);
+    assert.equal(t.logind.locksHeld, 1, 'held while statuses are still being written');
+    finish();
+    await settle(t.clock);
+    assert.equal(t.logind.locksHeld, 0, 'released once they are written');
+    await t.stop();
+
+    // An API that never answers: the lock goes after STATUS_SETTLE_MS, with a warning.
+    const hung = setup(PERIODS, () => new Promise<void>(() => undefined));
+    await settle(hung.clock);
+    hung.logind.prepareForShutdown(true);
+    await settle(hung.clock);
+    assert.equal(hung.logind.locksHeld, 1);
+    await settle(hung.clock, STATUS_SETTLE_MS);
+    assert.equal(hung.logind.locksHeld, 0);
+    assert.ok(hung.logger.records.some((r) => r.msg.startsWith('Pod statuses not all written')));
+    await hung.stop();
+  });
+
   test('takes the lock, stops pods by group on PrepareForShutdown(true), releases, retakes on false', async () => {
     const t = setup();
     await settle(t.clock);

@@ -51,7 +51,16 @@ export interface LogindShutdownManagerOptions {
   /** The last shutdown's times (upstream's graceful_node_shutdown_state file). */
   readonly state?: ShutdownStateStorage;
   readonly metrics?: GracefulShutdownMetrics;
+  /**
+   * Resolves once the pods' statuses written so far have reached the API. Awaited
+   * (at most STATUS_SETTLE_MS) before the lock goes: systemd stops berth right after, and
+   * upstream, which does not wait, can lose the last group's final status that way.
+   */
+  readonly statusesSent?: () => Promise<void>;
 }
+
+/** How long the lock is held after the last group for its statuses to be written. */
+export const STATUS_SETTLE_MS = 5000;
 
 const seconds = (ms: number): number => Math.trunc(ms / 1000);
 
@@ -271,6 +280,28 @@ export class LogindShutdownManager implements NodeShutdownManager {
       });
   }
 
+  async #statusesSent(signal: AbortSignal): Promise<void> {
+    const sent = this.#o.statusesSent;
+    if (sent === undefined || signal.aborted) return;
+    const timer = new AbortController();
+    const cap = this.#o.clock.sleep(STATUS_SETTLE_MS, AbortSignal.any([signal, timer.signal])).then(
+      () => 'timeout' as const,
+      () => 'aborted' as const,
+    );
+    const outcome = await Promise.race([
+      sent().then(
+        () => 'sent' as const,
+        () => 'sent' as const,
+      ),
+      cap,
+    ]);
+    timer.abort();
+    if (outcome === 'timeout')
+      this.#o.logger.warn('Pod statuses not all written before releasing the inhibitor lock', {
+        waitedMs: STATUS_SETTLE_MS,
+      });
+  }
+
   async #processShutdownEvent(signal: AbortSignal): Promise<void> {
     this.#o.logger.info('Shutdown manager processing shutdown event');
     const { metrics, clock } = this.#o;
@@ -293,6 +324,7 @@ export class LogindShutdownManager implements NodeShutdownManager {
       const endTime = clock.now();
       await this.#storeState(startTime, endTime);
       metrics?.setEnd(seconds(endTime));
+      await this.#statusesSent(signal);
       const lock = this.#lock;
       this.#lock = undefined;
       await lock?.release().catch((err: unknown) => {
