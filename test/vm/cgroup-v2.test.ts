@@ -22,7 +22,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import type { Container, Node, Pod } from 'kubernetes-types/core/v1.js';
+import { parseQuantity } from '../../src/util/quantity.ts';
 import { applyJson, busyboxPod, waitForPod } from '../harness/kube-helpers.ts';
 import { waitFor } from '../harness/process.ts';
 import { startVmCluster, type VmCluster } from '../harness/vm-cluster.ts';
@@ -121,6 +122,39 @@ describe('cgroup v2 with systemd as PID 1 (guest VM)', { timeout: 3_600_000 }, (
     assert.equal(await inPod('qos-b', '/sys/fs/cgroup/cpu.weight'), String(weight(102)));
     assert.equal(await inPod('qos-e', '/sys/fs/cgroup/memory.max'), 'max');
     assert.equal(await inPod('qos-e', '/sys/fs/cgroup/cpu.weight'), String(weight(2)));
+    await memoryQos();
+  }
+
+  /**
+   * The node-dependent memory keys, as upstream's kuberuntime sets them on v2: the whole
+   * container killed on OOM (memory.oom.group), MemoryQoS (on by default in v1.37) with
+   * memory.min/low 0 and memory.high = floor(0.9 * allocatable / page) * page for a
+   * container without a memory limit or request, none where request equals limit; and
+   * the OOM score adjust by QoS class and request share of the node's memory.
+   */
+  async function memoryQos(): Promise<void> {
+    const node = JSON.parse(
+      await vm.cluster.kubectl(['get', 'node', g.name, '-o', 'json']),
+    ) as Node;
+    const allocatable = Math.floor(parseQuantity(node.status?.allocatable?.['memory'] ?? '0'));
+    const capacity = Math.floor(parseQuantity(node.status?.capacity?.['memory'] ?? '0'));
+    assert.ok(allocatable > 0 && capacity > 0);
+    for (const name of ['qos-g', 'qos-b', 'qos-e']) {
+      assert.equal(await inPod(name, '/sys/fs/cgroup/memory.oom.group'), '1', name);
+      assert.equal(await inPod(name, '/sys/fs/cgroup/memory.min'), '0', name);
+      assert.equal(await inPod(name, '/sys/fs/cgroup/memory.low'), '0', name);
+    }
+    assert.equal(await inPod('qos-g', '/sys/fs/cgroup/memory.high'), 'max');
+    // qos-b's memory request defaults to its limit: equal, so no throttle either.
+    assert.equal(await inPod('qos-b', '/sys/fs/cgroup/memory.high'), 'max');
+    assert.equal(
+      await inPod('qos-e', '/sys/fs/cgroup/memory.high'),
+      String(Math.floor((0.9 * allocatable) / 4096) * 4096),
+    );
+    assert.equal(await inPod('qos-g', '/proc/1/oom_score_adj'), '-997');
+    assert.equal(await inPod('qos-e', '/proc/1/oom_score_adj'), '1000');
+    const burstable = 1000 - Math.trunc((1000 * 64 * 1024 * 1024) / capacity);
+    assert.equal(await inPod('qos-b', '/proc/1/oom_score_adj'), String(Math.min(999, burstable)));
   }
 
   /** The pod cgroups' files in the guest: `dirs` maps g/b/e to their directories. */
