@@ -19,14 +19,8 @@
  * run again (refresh times, overdue and expiry events).
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import type { ObjectMeta } from 'kubernetes-types/meta/v1.js';
 import { Reflector } from '../../kube/reflector.ts';
-import {
-  inNamespace,
-  SERVICEACCOUNTS,
-  type KubeClient,
-  type ResourcePath,
-} from '../../kube/types.ts';
+import { inNamespace, SERVICEACCOUNTS, type KubeClient } from '../../kube/types.ts';
 import type { EventRecorder } from '../../events/types.ts';
 import type { Clock } from '../../util/clock.ts';
 import { isAborted } from '../../util/errors.ts';
@@ -34,94 +28,32 @@ import type { Logger } from '../../util/logger.ts';
 import { VolumeError } from '../types.ts';
 import { generateKeyAndProof } from './pod-certificate-keys.ts';
 import { pemBlocks, pemCertificate } from './trust-bundles.ts';
+import {
+  keyText,
+  PODCERTIFICATEREQUESTS,
+  podCertificateOf,
+  projectionKey,
+  requestKey,
+  type Issued,
+  type PodCertificateProjection,
+  type PodCertificateRequest,
+  type PodCertificates,
+  type ProjectionKey,
+  type State,
+} from './pod-certificate-types.ts';
 
-export const PODCERTIFICATEREQUESTS: ResourcePath = {
-  group: 'certificates.k8s.io',
-  version: 'v1',
-  resource: 'podcertificaterequests',
-};
-
-/** The projection as the v1.37 API has it (kubernetes-types predates it). */
-export interface PodCertificateProjection {
-  readonly signerName: string;
-  readonly keyType: string;
-  readonly maxExpirationSeconds?: number;
-  readonly credentialBundlePath?: string;
-  readonly keyPath?: string;
-  readonly certificateChainPath?: string;
-  readonly userAnnotations?: Readonly<Record<string, string>>;
-}
-
-/** The parts of a PodCertificateRequest berth writes and reads. */
-export interface PodCertificateRequest {
-  readonly metadata?: ObjectMeta;
-  readonly spec?: { readonly podUID?: string; readonly [field: string]: unknown };
-  readonly status?: {
-    readonly conditions?: readonly { type: string; reason?: string; message?: string }[];
-    readonly certificateChain?: string;
-    readonly notBefore?: string;
-    readonly notAfter?: string;
-    readonly beginRefreshAt?: string;
-  };
-}
-
-/** What a podCertificate projection reads. */
-export interface PodCertificates {
-  /** The key and chain (PEM) of a projection; throws VolumeError until issued. */
-  credentialBundle(
-    pod: Pod,
-    volumeName: string,
-    sourceIndex: number,
-  ): { readonly key: Buffer; readonly chain: Buffer };
-}
-
-/** The gate is off (or no API): upstream's NoOpManager. */
-export class DisabledPodCertificates implements PodCertificates {
-  credentialBundle(): never {
-    throw new VolumeError('BERTH_VOLUME_SOURCE_ERROR', 'unimplemented');
-  }
-}
+export {
+  DisabledPodCertificates,
+  PODCERTIFICATEREQUESTS,
+  podCertificateOf,
+  type PodCertificateProjection,
+  type PodCertificateRequest,
+  type PodCertificates,
+} from './pod-certificate-types.ts';
 
 const ASSUME_DELETED_MS = 10 * 60_000;
 const REFRESH_OVERDUE_MS = 10 * 60_000;
 const JITTER_MS = 5 * 60_000;
-
-interface Issued {
-  readonly key: Buffer;
-  readonly chain: Buffer;
-  readonly beginRefreshAt: number;
-  readonly notAfter: number;
-  overdueEmitted: boolean;
-  expiredEmitted: boolean;
-}
-
-type State =
-  | { readonly kind: 'initial' }
-  | {
-      readonly kind: 'wait';
-      readonly key: Buffer;
-      readonly pcr: string;
-      readonly abandonAt: number;
-    }
-  | { readonly kind: 'denied' | 'failed'; readonly reason: string; readonly message: string }
-  | ({ readonly kind: 'fresh' } & Issued)
-  | ({
-      readonly kind: 'waitRefresh';
-      readonly refreshKey: Buffer;
-      readonly refreshPcr: string;
-      readonly refreshAbandonAt: number;
-    } & Issued);
-
-interface ProjectionKey {
-  readonly namespace: string;
-  readonly podName: string;
-  readonly podUID: string;
-  readonly volumeName: string;
-  readonly sourceIndex: number;
-}
-
-const keyText = (k: ProjectionKey): string =>
-  `${k.podUID}/${k.volumeName}/${String(k.sourceIndex)}`;
 
 export interface PodCertificateManagerOptions {
   readonly kube: KubeClient;
@@ -580,25 +512,4 @@ export class PodCertificateManager implements PodCertificates {
       abandonAt: base + ASSUME_DELETED_MS + this.#jitter(),
     };
   }
-}
-
-function requestKey(r: PodCertificateRequest): string {
-  return `${r.metadata?.namespace ?? ''}/${r.metadata?.name ?? ''}`;
-}
-
-function projectionKey(pod: Pod, volumeName: string, sourceIndex: number): ProjectionKey {
-  return {
-    namespace: pod.metadata?.namespace ?? 'default',
-    podName: pod.metadata?.name ?? '',
-    podUID: pod.metadata?.uid ?? '',
-    volumeName,
-    sourceIndex,
-  };
-}
-
-/** The podCertificate of a projected source (a field kubernetes-types does not know). */
-export function podCertificateOf(source: object | undefined): PodCertificateProjection | undefined {
-  if (source === undefined || !('podCertificate' in source)) return undefined;
-  const value = (source as { podCertificate?: PodCertificateProjection }).podCertificate;
-  return value ?? undefined;
 }
