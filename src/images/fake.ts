@@ -7,7 +7,7 @@ import type { Container, Pod, Secret } from 'kubernetes-types/core/v1.js';
 import type { cri } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
 import type { Clock } from '../util/clock.ts';
-import { parseImageReference } from './reference.ts';
+import { parseImageReference, pullPolicyOf } from './reference.ts';
 import type { EnsureImageResult, ImageEnsurer } from './types.ts';
 
 /** As ImageManager's default back-off: 10 s after the first failed pull. */
@@ -61,11 +61,7 @@ export class FakeImageManager implements ImageEnsurer {
       return { ok: false, reason: 'InvalidImageName', message };
     }
     const normalized = ref.normalized;
-    const policy =
-      container.imagePullPolicy ??
-      (ref.tag === 'latest' || (ref.tag === undefined && ref.digest === undefined)
-        ? 'Always'
-        : 'IfNotPresent');
+    const policy = pullPolicyOf(container, ref);
     const imageRef = `sha256:fake-${normalized}`;
     if (policy !== 'Always' && this.present.has(normalized)) {
       recorder.event(

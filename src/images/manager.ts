@@ -16,7 +16,7 @@ import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import type { RegistryAuth } from './credentials.ts';
 import { credentialsFor } from './credentials.ts';
-import { InvalidImageReferenceError, parseImageReference } from './reference.ts';
+import { InvalidImageReferenceError, parseImageReference, pullPolicyOf } from './reference.ts';
 import type { EnsureImageResult, ImageEnsurer } from './types.ts';
 import type { Secret } from 'kubernetes-types/core/v1.js';
 
@@ -110,11 +110,7 @@ export class ImageManager implements ImageEnsurer {
       return { ok: false, reason: 'InvalidImageName', message };
     }
     const normalized = ref.normalized;
-    const policy =
-      container.imagePullPolicy ??
-      (ref.tag === 'latest' || (ref.tag === undefined && ref.digest === undefined)
-        ? 'Always'
-        : 'IfNotPresent');
+    const policy = pullPolicyOf(container, ref);
     const present =
       policy === 'Always'
         ? undefined

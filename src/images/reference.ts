@@ -56,3 +56,19 @@ export function parseImageReference(image: string): ImageReference {
     normalized,
   };
 }
+
+/**
+ * The container's imagePullPolicy, or the API's default when it is unset: Always for
+ * :latest or an untagged, undigested image, else IfNotPresent.
+ */
+export function pullPolicyOf(
+  container: { readonly imagePullPolicy?: string },
+  ref: ImageReference,
+): string {
+  return (
+    container.imagePullPolicy ??
+    (ref.tag === 'latest' || (ref.tag === undefined && ref.digest === undefined)
+      ? 'Always'
+      : 'IfNotPresent')
+  );
+}
