@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Go components (Kubernetes, etcd, containerd 2.x, metrics-server, the CSI test
+# Builds the Go components (Kubernetes, etcd, containerd 2.x, runc, metrics-server, the CSI test
 # components) from the Go module proxy into $BERTH_CACHE/bin/<component>-<version>/.
 # A component whose cache directory holds a .complete marker is not rebuilt; binaries
 # added to a component's list later (kube-proxy, kubeadm) are built alone into the existing directory.
-#   hack/build-go.sh [kubernetes|etcd|containerd|metrics-server|csi ...]   (default: all)
+#   hack/build-go.sh [kubernetes|etcd|containerd|runc|metrics-server|csi ...]   (default: all)
 . "$(dirname "$0")/lib.sh"
 
 command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the build modules need it)."
@@ -77,6 +77,17 @@ build_containerd() {
     github.com/containerd/containerd/v2/cmd/ctr
 }
 
+# runc from its module with what its Makefile builds in: the seccomp tag (cgo against
+# Debian's libseccomp-dev) and the commit it reports; the version is runc's own VERSION file.
+build_runc() {
+  grep -q "github.com/opencontainers/runc $RUNC_VERSION " "$BERTH_ROOT/hack/go/runc/go.mod" \
+    || die "hack/go/runc/go.mod does not pin github.com/opencontainers/runc $RUNC_VERSION (versions.env)"
+  pkg-config --exists libseccomp || die "runc needs libseccomp-dev (and pkg-config) to build"
+  LDFLAGS="-s -w -X main.gitCommit=$RUNC_VERSION"
+  CGO_ENABLED=1 GOFLAGS="$GOFLAGS -tags=seccomp,urfave_cli_no_docs" \
+    build_module runc "$RUNC_VERSION" "$BERTH_ROOT/hack/go/runc" "" github.com/opencontainers/runc
+}
+
 build_metrics_server() {
   local moddir="$BERTH_ROOT/hack/go/metrics-server"
   # The cache is keyed by versions.env: a go.mod pinning another version would cache a
@@ -121,12 +132,12 @@ build_csi() {
     "$BERTH_ROOT/hack/go/csi-mock" "" ./cmd/csi-mock ./cmd/csi-registrar
 }
 
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd containerd kubernetes metrics-server csi)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd containerd runc kubernetes metrics-server csi)
 for t in "${targets[@]}"; do
   case $t in
-    kubernetes|etcd|containerd) "build_$t" ;;
+    kubernetes|etcd|containerd|runc) "build_$t" ;;
     metrics-server) build_metrics_server ;;
     csi) build_csi ;;
-    *) die "unknown component '$t' (expected kubernetes, etcd, containerd, metrics-server or csi)" ;;
+    *) die "unknown component '$t' (expected kubernetes, etcd, containerd, runc, metrics-server or csi)" ;;
   esac
 done

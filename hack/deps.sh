@@ -4,7 +4,7 @@
 #   1. Debian packages (runtime, registry, CNI, toolchain bits)
 #   2. Go >= 1.26 (the machine's, else the official toolchain from the Go module proxy)
 #   3. Node 24 via npm (the `node` package pinned in package.json), npm ci
-#   4. Kubernetes, etcd, containerd 2.x, metrics-server and the CSI test components
+#   4. Kubernetes, etcd, containerd 2.x, runc, metrics-server and the CSI test components
 #      (sidecars, mock driver, registrar) from the Go module proxy (hack/build-go.sh)
 #   5. The test images (hack/images/build.ts)
 #   6. berth's sources with types stripped, for bin/berth (hack/build-js.ts)
@@ -19,6 +19,7 @@ APT_PACKAGES=(
   util-linux                                                    # flock: the kube-proxy lock
   docker-registry apache2-utils openssl                         # registry with htpasswd, PKI
   busybox-static gcc libc6-dev mmdebstrap                       # test images
+  libseccomp-dev pkg-config                                     # runc >= 1.2 built with seccomp
   ca-certificates curl unzip tar git make                       # tooling
 )
 missing=()
