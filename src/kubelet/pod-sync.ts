@@ -16,7 +16,7 @@ import { KubeRuntimeManager, type RuntimeManagerOptions } from '../kuberuntime/r
 import type { ContainerLogManager } from '../logs/index.ts';
 import { recordPodStartDuration } from '../metrics/pod-metrics.ts';
 import type { PodSyncer, SyncResult } from '../podworkers/types.ts';
-import type { ProberManager } from '../prober/manager.ts';
+import type { ProbeManager } from '../prober/types.ts';
 import { generatePodStatus, type WaitingReason } from '../status/generate.ts';
 import type { StatusManager } from '../status/manager.ts';
 import { VolumeError, type PodVolumes } from '../volumes/types.ts';
@@ -26,7 +26,7 @@ export interface PodSyncOptions extends RuntimeManagerOptions {
   readonly runtimeName: () => string;
   readonly hostIPs: readonly string[];
   /** Probe workers and results; without it no probe runs and every probe counts as passed. */
-  readonly prober?: ProberManager;
+  readonly prober?: ProbeManager;
   /** Rotates container logs; removes a container's rotated logs with it. */
   readonly containerLogs?: Pick<ContainerLogManager, 'clean'>;
   /** The pod's containers, sandboxes and volumes are gone (drop per-pod caches). */

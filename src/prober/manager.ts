@@ -12,19 +12,23 @@
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
-import type { ProbeResult, ProbeResultsReader } from './types.ts';
+import type { ProbeKind, ProbeManager, ProbeResult } from './types.ts';
 import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import {
-  ProbeWorker,
-  probeOf,
-  type ProbeKind,
-  type ProberMetrics,
-  type ResultsStore,
-} from './worker.ts';
+  adopted,
+  apiStarted,
+  probedContainers,
+  readinessOf,
+  runningInstance,
+  startedOf,
+  type ResultsView,
+} from './pod-readiness.ts';
+import { ProbeWorker, probeOf, type ProberMetrics, type ResultsStore } from './worker.ts';
 
-export type { ProbeKind, ProbeMetricsSample, ProberMetrics } from './worker.ts';
+export type { ProbeKind } from './types.ts';
+export type { ProbeMetricsSample, ProberMetrics } from './worker.ts';
 
 export interface ProberManagerOptions {
   readonly runtime: Pick<CriClient['runtime'], 'execSync'>;
@@ -47,39 +51,7 @@ interface RunningWorker {
 
 const KINDS: readonly ProbeKind[] = ['startup', 'liveness', 'readiness'];
 
-/** Upstream's kubeletRestartGracePeriod: containers started this long before berth are adopted. */
-const RESTART_GRACE_MS = 10_000;
-
-/** Whether the API status shows the pod Ready (what berth reported before a restart). */
-function podReady(pod: Pod): boolean {
-  return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
-}
-
-/** Whether the API status reported this very instance started (its startup probe had passed). */
-function apiStarted(pod: Pod, name: string, containerId: string): boolean {
-  const statuses = [
-    ...(pod.status?.initContainerStatuses ?? []),
-    ...(pod.status?.containerStatuses ?? []),
-  ];
-  const s = statuses.find((c) => c.name === name);
-  return s?.started === true && s.containerID?.endsWith(`://${containerId}`) === true;
-}
-
-/** Containers that can be probed: app containers and restartable init containers (sidecars). */
-function probedContainers(pod: Pod): Container[] {
-  return [
-    ...(pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always'),
-    ...(pod.spec?.containers ?? []),
-  ];
-}
-
-function runningInstance(runtime: RuntimePodStatus, name: string): RuntimeContainer | undefined {
-  return runtime.containers
-    .filter((c) => c.name === name && c.state === 'running')
-    .sort((a, b) => b.attempt - a.attempt || b.createdAt - a.createdAt)[0];
-}
-
-export class ProberManager implements ProbeResultsReader {
+export class ProberManager implements ProbeManager {
   readonly #o: ProberManagerOptions;
   /** Keyed `${uid}/${container}/${kind}`. */
   readonly #workers = new Map<string, RunningWorker>();
@@ -87,6 +59,7 @@ export class ProberManager implements ProbeResultsReader {
   readonly #results = new Map<string, ProbeResult>();
   readonly #podIPs = new Map<string, string | undefined>();
   readonly #store: ResultsStore;
+  readonly #view: ResultsView;
   /** When this manager was made: workers started within a period of it are jittered. */
   readonly #startedAt: number;
   #stopped = false;
@@ -103,6 +76,7 @@ export class ProberManager implements ProbeResultsReader {
         return true;
       },
     };
+    this.#view = { get: (kind, id) => this.get(kind, id), startedAt: this.#startedAt };
   }
 
   /** Latest published result of `kind` for container instance `containerId`. */
@@ -150,38 +124,14 @@ export class ProberManager implements ProbeResultsReader {
     this.#podIPs.delete(uid);
   }
 
-  /**
-   * The `ready` flag per running container of the pod: its readiness result; without a
-   * readiness probe, whether it started; undefined when no probe decides.
-   */
+  /** The `ready` flag per running container of the pod (pod-readiness.ts). */
   readiness(pod: Pod, runtime: RuntimePodStatus): (containerName: string) => boolean | undefined {
-    return (name) => {
-      const container = probedContainers(pod).find((c) => c.name === name);
-      const instance = runningInstance(runtime, name);
-      if (container === undefined || instance === undefined) return undefined;
-      if (container.readinessProbe !== undefined) {
-        if (!this.#started(pod, container, instance)) return false;
-        const result = this.get('readiness', instance.id);
-        if (result !== undefined) return result === 'success';
-        // Not probed yet since berth started: a container that ran before keeps the
-        // readiness the API shows, as upstream's, so a restart of berth does not flap
-        // every Ready pod on the node to NotReady until its next probe.
-        return this.#adopted(instance) && podReady(pod);
-      }
-      return container.startupProbe === undefined
-        ? undefined
-        : this.#started(pod, container, instance);
-    };
+    return readinessOf(this.#view, pod, runtime);
   }
 
   /** The `started` flag per running container: false until its startup probe passed. */
   started(pod: Pod, runtime: RuntimePodStatus): (containerName: string) => boolean | undefined {
-    return (name) => {
-      const container = probedContainers(pod).find((c) => c.name === name);
-      const instance = runningInstance(runtime, name);
-      if (container?.startupProbe === undefined || instance === undefined) return undefined;
-      return this.#started(pod, container, instance);
-    };
+    return startedOf(this.#view, pod, runtime);
   }
 
   /** Stops every worker and waits for them; later syncs start none. Idempotent. */
@@ -192,22 +142,6 @@ export class ProberManager implements ProbeResultsReader {
       return w.done;
     });
     await Promise.all(done);
-  }
-
-  #started(pod: Pod, container: Container, instance: RuntimeContainer): boolean {
-    if (container.startupProbe === undefined) return true;
-    const result = this.get('startup', instance.id);
-    if (result !== undefined) return result === 'success';
-    return this.#adopted(instance) && apiStarted(pod, container.name, instance.id);
-  }
-
-  /**
-   * Whether the instance was running before this manager (berth) started, with
-   * upstream's 10 s of grace: such a container's earlier probe results are in the API
-   * status, not in memory.
-   */
-  #adopted(instance: RuntimeContainer): boolean {
-    return (instance.startedAt ?? instance.createdAt) < this.#startedAt - RESTART_GRACE_MS;
   }
 
   #startWorker(
@@ -223,7 +157,9 @@ export class ProberManager implements ProbeResultsReader {
     // startup probe is not run again (upstream stops it once Started is true), and its
     // liveness and readiness probes are not held back.
     const startedBefore =
-      kind === 'startup' && this.#adopted(instance) && apiStarted(pod, container.name, instance.id);
+      kind === 'startup' &&
+      adopted(this.#view, instance) &&
+      apiStarted(pod, container.name, instance.id);
     if (startedBefore) this.#store.set('startup', instance.id, 'success');
     const worker = new ProbeWorker(
       kind,

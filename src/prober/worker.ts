@@ -11,13 +11,11 @@
 import type { Container, Pod, Probe } from 'kubernetes-types/core/v1.js';
 import type { CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
-import type { ProbeResult } from './types.ts';
+import type { ProbeKind, ProbeResult } from './types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { runProbe, type ProbeOutcome } from './probe.ts';
 import { containerTarget } from '../events/targets.ts';
-
-export type ProbeKind = 'liveness' | 'readiness' | 'startup';
 
 /** The result store workers write to and the manager reads from. */
 export interface ResultsStore {
