@@ -51,6 +51,11 @@ export interface Binaries {
   readonly containerd1: string;
   readonly ctr1: string;
   readonly runc: string;
+  /**
+   * runc >= 1.2 built from its module (idmapped mounts, for user-namespaced pods; Debian's
+   * 1.1.5 has none). Checked on first use: only clusters with a userns handler need it.
+   */
+  readonly runcUserns: string;
   readonly registry: string;
   readonly htpasswd: string;
   readonly cniBinDir: string;
@@ -60,6 +65,7 @@ export function binaries(): Binaries {
   const k8s = join(cacheDir(), 'bin', `kubernetes-${version('KUBERNETES_VERSION')}`);
   const etcd = join(cacheDir(), 'bin', `etcd-${version('ETCD_VERSION')}`);
   const cd2 = join(cacheDir(), 'bin', `containerd-${version('CONTAINERD_VERSION')}`);
+  const runc = join(cacheDir(), 'bin', `runc-${version('RUNC_VERSION')}`);
   return {
     etcd: executable(join(etcd, 'etcd'), BUILD_HINT),
     kubeApiserver: executable(join(k8s, 'kube-apiserver'), BUILD_HINT),
@@ -76,6 +82,9 @@ export function binaries(): Binaries {
     containerd1: executable('/usr/bin/containerd', APT_HINT),
     ctr1: executable('/usr/bin/ctr', APT_HINT),
     runc: executable('/usr/bin/runc', APT_HINT),
+    get runcUserns() {
+      return executable(join(runc, 'runc'), BUILD_HINT);
+    },
     registry: executable('/usr/bin/docker-registry', APT_HINT),
     htpasswd: executable('/usr/bin/htpasswd', APT_HINT),
     cniBinDir: join(executable('/usr/lib/cni/bridge', APT_HINT), '..'),

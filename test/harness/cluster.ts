@@ -61,6 +61,11 @@ export interface ClusterOptions {
    * VM tier's guests reach it on the host-only bridge (test/harness/vm.ts).
    */
   readonly apiserverAddress?: string;
+  /**
+   * containerd 2.x with a second runtime handler (USERNS_HANDLER in containerd.ts) on the
+   * runc built from its module, which supports user namespaces (`hostUsers: false`).
+   */
+  readonly usernsHandler?: boolean;
   readonly log?: (message: string) => void;
 }
 
@@ -187,6 +192,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       subnetPrefix,
       // Without kube-proxy nothing answers there, so pods get no route at all.
       ...(withProxy && { serviceCidr: SERVICE_CIDR }),
+      ...(options.usernsHandler === true && { usernsHandler: true }),
     });
     processes.push(runtime.process);
     await saveState();

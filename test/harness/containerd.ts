@@ -35,7 +35,16 @@ export interface ContainerdOptions {
   /** Pods get a route to it via the gateway (kube-proxy's ClusterIPs), nothing more. */
   readonly serviceCidr?: string;
   readonly detached: boolean;
+  /**
+   * containerd 2.x only: a second runtime handler, {@link USERNS_HANDLER}, running the runc
+   * built from its module, whose idmapped mounts make containerd report user namespace
+   * support for it. The default handler stays on Debian's runc (no support).
+   */
+  readonly usernsHandler?: boolean;
 }
+
+/** The runtime handler (and RuntimeClass handler) whose runc supports user namespaces. */
+export const USERNS_HANDLER = 'runc-userns';
 
 export interface Containerd {
   readonly kind: RuntimeKind;
@@ -94,9 +103,21 @@ disabled_plugins = [
         BinaryName = ${tomlString(o.bin.runc)}
         Root = ${tomlString(p.runcRoot)}
         SystemdCgroup = false
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
+${o.usernsHandler === true ? usernsRuntime(o, p) : ''}  [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = [${tomlString(o.bin.cniBinDir)}]
     conf_dir = ${tomlString(p.cniConfDir)}
+`;
+}
+
+/** The {@link USERNS_HANDLER} runtime: its own runc binary and state root. */
+function usernsRuntime(o: ContainerdOptions, p: Paths): string {
+  const table = `plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'${USERNS_HANDLER}'`;
+  return `    [${table}]
+      runtime_type = 'io.containerd.runc.v2'
+      [${table}.options]
+        BinaryName = ${tomlString(o.bin.runcUserns)}
+        Root = ${tomlString(`${p.runcRoot}-userns`)}
+        SystemdCgroup = false
 `;
 }
 
@@ -230,6 +251,8 @@ export async function startContainerd(o: ContainerdOptions): Promise<Containerd>
       2,
     ),
   );
+  if (o.usernsHandler === true && o.kind !== 'containerd2')
+    throw new Error('Cannot add the user namespace runtime handler: it needs containerd 2.x');
   await setUpBridge(o.bridge, o.subnetPrefix);
   const config = join(o.dir, 'config.toml');
   await writeFile(config, o.kind === 'containerd2' ? configV3(o, p) : configV2(o, p));
