@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { X509Certificate, createPrivateKey } from 'node:crypto';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
+import { fillDisk } from '../util/test-full-disk.ts';
 import {
   SelfSignedCertificateError,
   generateSelfSignedPair,
@@ -169,6 +170,46 @@ describe('servingCertificateFiles (upstream InitializeTLS)', () => {
           err.message ===
             `error reading ${join(certDir, 'kubelet.key')}, certificate and key must be supplied as a pair`,
       );
+    } finally {
+      await rm(certDir, { recursive: true, force: true });
+    }
+  });
+
+  it('on a full disk leaves neither file nor a temporary one, and makes the pair once space returns', async () => {
+    const certDir = await mkdtemp(join(tmpdir(), 'berth-self-signed-'));
+    const options = { ...base, certDir, tlsCertFile: null, tlsPrivateKeyFile: null };
+    try {
+      const disk = fillDisk(certDir);
+      try {
+        await assert.rejects(servingCertificateFiles(options), SelfSignedCertificateError);
+      } finally {
+        disk.restore();
+      }
+      assert.ok(disk.failures > 0, 'the write met the full disk');
+      // client-go's plain writes left a truncated kubelet.crt here, which every later
+      // start refused ("certificate and key must be supplied as a pair").
+      assert.deepEqual(await readdir(certDir), []);
+      const files = await servingCertificateFiles(options);
+      const cert = new X509Certificate(await readFile(files.tlsCertFile ?? '', 'utf8'));
+      const key = createPrivateKey(await readFile(files.tlsPrivateKeyFile ?? '', 'utf8'));
+      assert.ok(cert.checkPrivateKey(key));
+    } finally {
+      await rm(certDir, { recursive: true, force: true });
+    }
+  });
+
+  it('removes the certificate when its key cannot be written', async () => {
+    const certDir = await mkdtemp(join(tmpdir(), 'berth-self-signed-'));
+    try {
+      const options = { ...base, certDir, tlsCertFile: null, tlsPrivateKeyFile: null };
+      // The disk fills up between the certificate and the key.
+      const disk = fillDisk((p) => p.startsWith(join(certDir, 'kubelet.key')));
+      try {
+        await assert.rejects(servingCertificateFiles(options), SelfSignedCertificateError);
+      } finally {
+        disk.restore();
+      }
+      assert.deepEqual(await readdir(certDir), [], 'no certificate without its key');
     } finally {
       await rm(certDir, { recursive: true, force: true });
     }

@@ -17,13 +17,14 @@
  */
 import { createHash, generateKeyPair, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { constants } from 'node:fs';
-import { access, mkdir, writeFile } from 'node:fs/promises';
+import { access, mkdir, rm } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { ipBytes } from './csr.ts';
+import { writeFileAtomic } from './store.ts';
 import {
   bitString,
   contextConstructed,
@@ -289,10 +290,18 @@ export async function servingCertificateFiles(
     const pair = await generateSelfSignedPair(o.host, o.clock);
     try {
       // client-go's WriteCert / WriteKey: directories 0755, the cert 0644, the key 0600.
+      // Unlike client-go, each file is written atomically and the pair goes as a pair: a
+      // full disk must not leave a truncated certificate, or a certificate without its
+      // key, which every later start would refuse; with neither file, it makes them again.
       await mkdir(dirname(tlsCertFile), { recursive: true, mode: 0o755 });
-      await writeFile(tlsCertFile, pair.certPem, { mode: 0o644 });
-      await mkdir(dirname(tlsPrivateKeyFile), { recursive: true, mode: 0o755 });
-      await writeFile(tlsPrivateKeyFile, pair.keyPem, { mode: 0o600 });
+      await writeFileAtomic(tlsCertFile, pair.certPem, 0o644);
+      try {
+        await mkdir(dirname(tlsPrivateKeyFile), { recursive: true, mode: 0o755 });
+        await writeFileAtomic(tlsPrivateKeyFile, pair.keyPem, 0o600);
+      } catch (err) {
+        await rm(tlsCertFile, { force: true });
+        throw err;
+      }
     } catch (err) {
       throw new SelfSignedCertificateError(
         `Cannot write the self-signed serving certificate to ${o.certDir}: ${String(err)}`,

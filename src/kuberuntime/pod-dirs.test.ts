@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { lstat, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { lstat, mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { fillDisk } from '../util/test-full-disk.ts';
 import { createTerminationLogFile, podDir, writeEtcHosts } from './pod-dirs.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'berth-pod-dirs-'));
@@ -34,4 +35,18 @@ test('the hosts file is replaced atomically with mode 0644', async () => {
   const st = await lstat(p);
   assert.ok(st.isFile());
   assert.equal(st.mode & 0o777, 0o644);
+});
+
+test('on a full disk the hosts file keeps its content and no temporary file is left', async () => {
+  const p = await writeEtcHosts(root, 'uid-3', 'one\n');
+  const disk = fillDisk(root);
+  try {
+    await assert.rejects(writeEtcHosts(root, 'uid-3', 'two two two\n'), { code: 'ENOSPC' });
+  } finally {
+    disk.restore();
+  }
+  assert.equal(await readFile(p, 'utf8'), 'one\n');
+  assert.deepEqual(await readdir(podDir(root, 'uid-3')), ['etc-hosts']);
+  await writeEtcHosts(root, 'uid-3', 'two\n');
+  assert.equal(await readFile(p, 'utf8'), 'two\n');
 });

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { chmod, mkdir, open, rename, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, open, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BerthError } from '../util/errors.ts';
 
@@ -60,8 +60,15 @@ export async function writeEtcHosts(
   await mkdir(dir, { recursive: true, mode: 0o750 });
   const file = join(dir, 'etc-hosts');
   const tmp = `${file}.${randomBytes(4).toString('hex')}.tmp`;
-  await writeFile(tmp, content, { mode: 0o644, flag: 'wx' });
-  await chmod(tmp, 0o644);
-  await rename(tmp, file);
+  try {
+    await writeFile(tmp, content, { mode: 0o644, flag: 'wx' });
+    await chmod(tmp, 0o644);
+    await rename(tmp, file);
+  } catch (err) {
+    // On a full disk the pod's directory keeps its previous hosts file and no
+    // half-written temporary one (a name per attempt: they would pile up).
+    await rm(tmp, { force: true }).catch(() => undefined);
+    throw err;
+  }
   return file;
 }

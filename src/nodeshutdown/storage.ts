@@ -4,7 +4,7 @@
  * reboot the shutdown was for. Written atomically (temporary file, fsync, rename), as a
  * torn file would be read back after a power cut.
  */
-import { open, readFile, rename } from 'node:fs/promises';
+import { open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 export const LOCAL_STORAGE_STATE_FILE = 'graceful_node_shutdown_state';
@@ -59,13 +59,19 @@ export class ShutdownStateStorage {
       endTime: encode(state.endTime),
     });
     const tmp = join(dirname(this.#path), `.tmp-${basename(this.#path)}-${process.pid}`);
-    const f = await open(tmp, 'w', 0o644);
     try {
-      await f.writeFile(body);
-      await f.sync();
-    } finally {
-      await f.close();
+      const f = await open(tmp, 'w', 0o644);
+      try {
+        await f.writeFile(body);
+        await f.sync();
+      } finally {
+        await f.close();
+      }
+      await rename(tmp, this.#path);
+    } catch (err) {
+      // A full disk must not leave the half-written temporary file behind.
+      await rm(tmp, { force: true }).catch(() => undefined);
+      throw err;
     }
-    await rename(tmp, this.#path);
   }
 }
