@@ -8,7 +8,7 @@
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { NodePressure } from '../eviction/types.ts';
 import { qosClassOf } from '../container/qos.ts';
-import type { PodAdmitHandler } from './manager.ts';
+import type { PodAdmitHandler } from './types.ts';
 import { isCriticalPod, tolerates, type PodAdmitResult } from './predicates.ts';
 
 const MEMORY_PRESSURE_TAINT = {

@@ -6,9 +6,10 @@
  */
 import type { Node, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
 import type { EventRecorder } from '../events/types.ts';
-import { qosClassOf } from '../container/qos.ts';
 import type { Logger } from '../util/logger.ts';
-import { admitPod, type PodAdmitResult } from './predicates.ts';
+import { admitPod } from './predicates.ts';
+import { isTerminalPhase, rejectPod } from './rejection.ts';
+import type { PodAdmission, PodAdmitHandler, PodAdmitResult } from './types.ts';
 
 export interface AdmissionOptions {
   /** The node object as last registered/updated; undefined before registration. */
@@ -30,16 +31,7 @@ export interface AdmissionOptions {
   readonly handlers?: readonly PodAdmitHandler[];
 }
 
-/** One more reason to refuse a pod (upstream's lifecycle.PodAdmitHandler). */
-export interface PodAdmitHandler {
-  admit(pod: Pod): PodAdmitResult;
-}
-
-function isTerminalPhase(phase: string | undefined): boolean {
-  return phase === 'Succeeded' || phase === 'Failed';
-}
-
-export class AdmissionManager {
+export class AdmissionManager implements PodAdmission {
   readonly #o: AdmissionOptions;
   readonly #admitted = new Set<string>();
   readonly #rejected = new Set<string>();
@@ -80,32 +72,7 @@ export class AdmissionManager {
       return true;
     }
     this.#rejected.add(uid);
-    const m = pod.metadata ?? {};
-    this.#o.logger.info('Pod admission rejected', {
-      pod: `${m.namespace ?? ''}/${m.name ?? ''}`,
-      uid,
-      reason: result.reason,
-      message: result.message,
-    });
-    this.#o.recorder.event(
-      {
-        kind: 'Pod',
-        apiVersion: 'v1',
-        namespace: m.namespace ?? '',
-        name: m.name ?? '',
-        uid,
-      },
-      'Warning',
-      result.reason,
-      result.message,
-    );
-    this.#o.setStatus(pod, {
-      ...pod.status,
-      phase: 'Failed',
-      reason: result.reason,
-      message: `Pod was rejected: ${result.message}`,
-      qosClass: pod.status?.qosClass ?? qosClassOf(pod),
-    });
+    rejectPod(this.#o, pod, result.reason, result.message);
     return false;
   }
 

@@ -18,10 +18,9 @@ import { addRequests, podRequests } from '../container/pod-requests.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 import { appArmorRejection } from './apparmor.ts';
 import { forbiddenSysctl } from './sysctls.ts';
+import type { PodAdmitResult } from './types.ts';
 
-export type PodAdmitResult =
-  | { readonly admit: true }
-  | { readonly admit: false; readonly reason: string; readonly message: string };
+export type { PodAdmitResult } from './types.ts';
 
 export interface AdmissionInput {
   readonly pod: Pod;

@@ -4,7 +4,7 @@
  * pod rejected on an update is deleted from the API, unless it is a static pod, which
  * has no API object of its own.
  */
-import type { AdmissionManager } from '../admission/manager.ts';
+import type { PodAdmission } from '../admission/types.ts';
 import type { PodAllocationManager } from '../allocation/manager.ts';
 import { isStaticPod } from '../admission/predicates.ts';
 import type { KubeClient } from '../kube/types.ts';
@@ -19,7 +19,7 @@ export interface PodConsumerDeps {
   readonly kube: KubeClient;
   readonly logger: Logger;
   readonly signal: AbortSignal;
-  readonly admission: () => AdmissionManager;
+  readonly admission: () => PodAdmission;
   readonly volumes: () => VolumeStack;
   readonly podWorkers: () => PodWorkers;
   readonly status: () => StatusManager;
