@@ -21,6 +21,7 @@ import {
   type NodeStatusInput,
 } from './build.ts';
 import type { HostInfoProvider } from './host-info.ts';
+import type { NodeStatusController } from './types.ts';
 
 export interface NodeStatusManagerOptions {
   readonly client: KubeClient;
@@ -64,7 +65,7 @@ const PRESSURE_EVENTS: Readonly<Record<string, readonly [string, string]>> = {
   PIDPressure: ['NodeHasInsufficientPID', 'NodeHasSufficientPID'],
 };
 
-export class NodeStatusManager {
+export class NodeStatusManager implements NodeStatusController {
   readonly #o: NodeStatusManagerOptions;
   #node: Node | undefined;
   #lastPosted: string | undefined;
@@ -332,11 +333,6 @@ export class NodeStatusManager {
       ...(o.volumesInUse !== undefined && { volumesInUse: o.volumesInUse() }),
       now: new Date(o.clock.now()),
     };
-  }
-
-  /** Forces the next sync to post (e.g. after the runtime became ready). */
-  invalidate(): void {
-    this.#lastPosted = undefined;
   }
 
   /** The status loop; returns when `signal` aborts. */
