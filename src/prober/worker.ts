@@ -108,8 +108,8 @@ export class ProbeWorker {
     // Validation should reject a zero period; a worker must never spin on one.
     const period = this.#probe.periodSeconds ?? 0;
     const periodMs = (period >= 1 ? period : 10) * 1000;
-    const delayEnd =
-      this.target.startedAt + Math.max(0, this.#probe.initialDelaySeconds ?? 0) * 1000;
+    const initialDelayMs = Math.max(0, this.#probe.initialDelaySeconds ?? 0) * 1000;
+    const delayEnd = this.target.startedAt + initialDelayMs;
     try {
       // Upstream's jitter: right after a (re)start of the prober every worker starts at
       // once, so each waits a random part of its period first and hundreds of probes do
@@ -121,8 +121,11 @@ export class ProbeWorker {
           ? Math.floor(this.#d.random() * periodMs)
           : 0;
       if (offset > 0) await clock.sleep(offset, signal);
-      const wait = delayEnd - clock.now();
-      // Sleep exactly to the end of the initial delay rather than tick through it.
+      // Sleep exactly to the end of the initial delay rather than tick through it. The
+      // start time is the runtime's wall time: one in the future means the clock was
+      // stepped back since, and the delay then counts from now, not an hour later
+      // (upstream compares every probe with it, so its probes stop for that hour).
+      const wait = Math.min(delayEnd - clock.now(), initialDelayMs);
       if (wait > 0) await clock.sleep(wait, signal);
       // A fixed schedule, as upstream's ticker: probe time does not push later probes
       // back, and a probe that overran its period skips the ticks it missed. One sleep

@@ -8,20 +8,36 @@
  *   no hour-long silence), its renewTime follows the wall clock;
  * - CrashLoopBackOff / image pull back-off: forward, a waiting key may retry at once
  *   (once), backward, it waits its back-off, not the back-off plus the hour;
- * - the reflector's watch loop is not disturbed (no relist, no extra watch).
+ * - the reflector's watch loop is not disturbed (no relist, no extra watch);
+ * - probes keep their period (no burst, no hour-long gap), and a worker started after
+ *   the clock went back waits at most its initial delay;
+ * - certificate rotation happens once when a forward jump passes its deadline, never
+ *   in a storm, and its retries keep their back-off through a backward jump.
  * What a real stepped kernel clock would add is in RELIABILITY.md.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { ConfigMap } from 'kubernetes-types/core/v1.js';
+import type { ConfigMap, Probe } from 'kubernetes-types/core/v1.js';
 import type { Lease } from 'kubernetes-types/coordination/v1.js';
+import { clientTemplate, createCsr, generateKey } from '../../src/certificate/csr.ts';
+import { CertificateManager } from '../../src/certificate/manager.ts';
+import { CertificateStore } from '../../src/certificate/store.ts';
+import { FakeApprover, TestCa } from '../../src/certificate/test-ca.ts';
+import { spec, testPod } from '../../src/container/testing.ts';
+import { cri } from '../../src/cri/index.ts';
+import { MemoryEventRecorder } from '../../src/events/types.ts';
 import { FakeKubeClient } from '../../src/kube/fake-client.ts';
 import { Reflector } from '../../src/kube/reflector.ts';
 import { CONFIGMAPS, inNamespace, LEASES } from '../../src/kube/types.ts';
 import { LeaseController } from '../../src/nodelease/controller.ts';
+import type { ProbeKind, ProbeResult } from '../../src/prober/types.ts';
+import { ProbeWorker } from '../../src/prober/worker.ts';
 import { Backoff } from '../../src/util/backoff.ts';
 import { FakeClock } from '../../src/util/clock.ts';
 import { MemoryLogger } from '../../src/util/logger.ts';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const HOUR = 3_600_000;
 
@@ -132,4 +148,187 @@ describe('clock jumps of an hour, forward and back', () => {
     controller.abort();
     await running;
   });
+
+  /** A probe worker on a fake runtime whose exec probe always passes; counts its execs. */
+  function probeWorker(
+    clock: FakeClock,
+    probe: Probe,
+    containerStartedAt: number,
+  ): { worker: ProbeWorker; execs: number[] } {
+    const execs: number[] = [];
+    const results = new Map<string, ProbeResult>();
+    const container = spec('main', { readinessProbe: probe });
+    const worker = new ProbeWorker(
+      'readiness',
+      probe,
+      { pod: testPod(), container, containerId: 'c1', startedAt: containerStartedAt },
+      {
+        runtime: {
+          execSync: () => {
+            execs.push(clock.now());
+            return Promise.resolve(
+              cri.ExecSyncResponse.fromPartial({ exitCode: 0, stdout: Buffer.alloc(0) }),
+            );
+          },
+        },
+        clock,
+        recorder: new MemoryEventRecorder(),
+        logger: new MemoryLogger(),
+        results: {
+          get: (kind: ProbeKind, id: string) => results.get(`${kind}/${id}`),
+          set: (kind: ProbeKind, id: string, r: ProbeResult) => {
+            const changed = results.get(`${kind}/${id}`) !== r;
+            results.set(`${kind}/${id}`, r);
+            return changed;
+          },
+        },
+        onChange: () => undefined,
+        podIP: () => '10.0.0.2',
+        random: () => 0.5,
+        startedAt: clock.now() - HOUR,
+        metrics: undefined,
+      },
+    );
+    return { worker, execs };
+  }
+
+  test('a probe keeps its 10 s period through both jumps', async () => {
+    const clock = new FakeClock();
+    const probe: Probe = { exec: { command: ['true'] }, periodSeconds: 10 };
+    const { worker, execs } = probeWorker(clock, probe, clock.now());
+    const controller = new AbortController();
+    const running = worker.run(controller.signal);
+    await run(clock, 60_000);
+    const before = execs.length;
+    // An hour and 3.7 s: off the probe's 10 s grid, so the schedule's phase moves too.
+    clock.jump(HOUR + 3700);
+    await run(clock, 60_000);
+    const afterForward = execs.length - before;
+    clock.jump(-2 * HOUR - 3700);
+    await run(clock, 60_000);
+    const afterBack = execs.length - before - afterForward;
+    controller.abort();
+    await running;
+    assert.ok(before >= 6 && before <= 7, `before: ${before}`);
+    // One period may be cut short when the grid moves: at most one probe more, none less.
+    assert.ok(afterForward >= 6 && afterForward <= 7, `after +1 h: ${afterForward}`);
+    assert.ok(afterBack >= 6 && afterBack <= 7, `after -1 h: ${afterBack}`);
+    const gaps = execs.slice(1).map((t, i) => Math.abs(t - (execs[i] ?? 0)));
+    const inWallTime = gaps.filter((g) => g < HOUR);
+    assert.ok(
+      inWallTime.every((g) => g <= 10_000),
+      `no gap longer than the period: ${inWallTime.join(', ')}`,
+    );
+  });
+
+  test('a probe worker started after the clock went back waits its initial delay, not the hour', async () => {
+    const clock = new FakeClock();
+    const startedAt = clock.now() - 5000;
+    // The container started 5 s ago; then the wall clock is stepped an hour back and
+    // only now is its worker started (berth restarted, or the pod resynced).
+    clock.jump(-HOUR);
+    const probe: Probe = {
+      exec: { command: ['true'] },
+      periodSeconds: 10,
+      initialDelaySeconds: 30,
+    };
+    const { worker, execs } = probeWorker(clock, probe, startedAt);
+    const controller = new AbortController();
+    const running = worker.run(controller.signal);
+    const t0 = clock.now();
+    await run(clock, 45_000);
+    controller.abort();
+    await running;
+    assert.ok(execs.length > 0, 'probed within 45 s of the step (not after an hour)');
+    assert.ok((execs[0] ?? 0) - t0 <= 30_000, `first probe ${(execs[0] ?? 0) - t0} ms after start`);
+  });
+
+  test('certificate rotation: once when a jump passes its deadline, on its back-off when it fails', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'berth-clock-cert-'));
+    const clock = new FakeClock(Date.now());
+    const client = new FakeKubeClient({ clock });
+    const ca = new TestCa(clock);
+    const LIFETIME = 10 * HOUR;
+    let deny = false;
+    const approver = new FakeApprover(client, ca, () =>
+      deny ? { action: 'deny', message: 'not now' } : { action: 'approve', lifetimeMs: LIFETIME },
+    );
+    approver.start();
+    const store = new CertificateStore({ dir, pairName: 'kubelet-client', clock });
+    const { key, keyPem } = generateKey();
+    await store.update(ca.sign(createCsr(key, clientTemplate('n1')), LIFETIME), keyPem);
+    const manager = new CertificateManager({
+      kind: 'client',
+      store,
+      client,
+      clock,
+      logger: new MemoryLogger(),
+      random: () => 0, // the deadline at 70 % of the lifetime: 7 h
+      template: () => clientTemplate('n1'),
+    });
+    let rotations = 0;
+    manager.onRotate(() => {
+      rotations++;
+    });
+    const csrs = (): number =>
+      client.calls.filter((c) => c.verb === 'create' && c.resource === 'certificatesigningrequests')
+        .length;
+    const controller = new AbortController();
+    try {
+      await manager.start(controller.signal);
+      const deadline = manager.rotationDeadline;
+      await runMinutes(clock, 10);
+      // Forward by an hour and back by two, far from the deadline: no CSR.
+      clock.jump(HOUR);
+      await runMinutes(clock, 10);
+      clock.jump(-2 * HOUR);
+      await runMinutes(clock, 10);
+      assert.equal(csrs(), 0, 'no CSR before the deadline');
+      assert.equal(manager.rotationDeadline, deadline, 'the deadline is wall time');
+      // Jump past the deadline: one rotation at the next check (at most a minute), once.
+      clock.jump(deadline - clock.now() + 60_000);
+      await runMinutes(clock, 30);
+      await until(() => rotations === 1, 'the rotation');
+      assert.equal(csrs(), 1, 'one CSR for one passed deadline');
+      // The next deadline is 7 h after the new certificate's start; an hour back must
+      // not bring it closer, and a failing rotation retries on its back-off meanwhile.
+      deny = true;
+      const next = manager.rotationDeadline;
+      clock.jump(next - clock.now() + 60_000);
+      await runMinutes(clock, 2);
+      const failing = csrs();
+      assert.ok(failing >= 2, 'the rotation after the deadline was attempted');
+      clock.jump(-HOUR);
+      // Back before the deadline: no attempt for that hour (the certificate is valid
+      // for hours of wall time yet), and no storm.
+      await runMinutes(clock, 30);
+      assert.ok(csrs() - failing <= 1, `${csrs() - failing} CSRs in 30 min after -1 h`);
+      deny = false;
+      await runMinutes(clock, 40);
+      await until(() => rotations === 2, 'the second rotation');
+    } finally {
+      controller.abort();
+      await manager.stopped();
+      await approver.stop();
+      ca.dispose();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
+
+/** Advances the fake clock a minute at a time (the certificate manager's re-check). */
+async function runMinutes(clock: FakeClock, minutes: number): Promise<void> {
+  for (let i = 0; i < minutes; i++) {
+    await clock.advance(60_000);
+    for (let k = 0; k < 20; k++) await new Promise<void>((r) => setImmediate(r));
+  }
+}
+
+/** Yields until `cond` holds (the store's file I/O runs on real time), or throws. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  const end = Date.now() + 60_000;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise<void>((r) => setTimeout(r, 5));
+  }
+}
