@@ -31,6 +31,7 @@
  */
 import { mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { GrpcCriClient } from '../../src/cri/index.ts';
 import type { Cluster } from './cluster.ts';
 import { run } from './exec.ts';
@@ -66,6 +67,11 @@ export interface UpstreamKubeletOptions {
   readonly nodeIp?: string;
   /** Publish InternalIP 127.0.0.1 on the Node (default true unless nodeIp); see the file comment. */
   readonly publishLoopbackAddress?: boolean;
+  /**
+   * The kubeconfig it reaches the API server with (default: its node identity's), e.g.
+   * one naming a proxy in front of kube-apiserver.
+   */
+  readonly kubeconfig?: string;
   /** How long to wait for the Node to be Ready (default 120 s). */
   readonly readyTimeoutMs?: number;
   readonly log?: (message: string) => void;
@@ -73,6 +79,7 @@ export interface UpstreamKubeletOptions {
 
 export interface UpstreamKubelet {
   readonly nodeName: string;
+  /** The kubelet process now (a new one after `restart`). */
   readonly process: ComponentProcess;
   readonly port: number;
   readonly healthzPort: number;
@@ -89,6 +96,14 @@ export interface UpstreamKubelet {
    * Idempotent; the cluster keeps running.
    */
   stop(): Promise<void>;
+  /** SIGKILL (a crash): the pods, mounts and cgroups stay as they are. */
+  kill(): Promise<void>;
+  /**
+   * Starts the kubelet again with the same command line, in a new mount namespace of
+   * its own, over the same root directory (after `kill`, or a stop of the process
+   * alone); resolves once it runs, not once the Node is Ready.
+   */
+  restart(): Promise<void>;
 }
 
 const CGROUP_FS = '/sys/fs/cgroup';
@@ -390,7 +405,7 @@ export async function startUpstreamKubelet(
   await run('mount', ['--bind', rootDir, rootDir]);
   await run('mount', ['--make-shared', rootDir]);
 
-  const proc = ComponentProcess.start({
+  const spec = {
     name: `kubelet-${nodeName}`,
     command: 'unshare',
     args: [
@@ -408,7 +423,7 @@ export async function startUpstreamKubelet(
       '--config',
       configFile,
       '--kubeconfig',
-      identity.kubeconfig,
+      options.kubeconfig ?? identity.kubeconfig,
       '--hostname-override',
       nodeName,
       '--node-ip',
@@ -421,7 +436,8 @@ export async function startUpstreamKubelet(
       String(options.verbosity ?? 0),
     ],
     logFile: join(dir, 'kubelet.log'),
-  });
+  };
+  let proc = ComponentProcess.start(spec);
 
   let stopped: Promise<void> | undefined;
   const stop = (): Promise<void> => {
@@ -487,7 +503,9 @@ export async function startUpstreamKubelet(
   log(`kubelet ${nodeName}: Ready (pid ${proc.pid}, port ${port})`);
   return {
     nodeName,
-    process: proc,
+    get process() {
+      return proc;
+    },
     port,
     healthzPort,
     identity,
@@ -497,6 +515,22 @@ export async function startUpstreamKubelet(
     configFile,
     cgroupRoot,
     stop,
+    async kill() {
+      try {
+        process.kill(proc.pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+      while (proc.alive()) await sleep(20);
+    },
+    async restart() {
+      if (stopped !== undefined) throw new Error(`Cannot restart ${nodeName}: it was stopped`);
+      if (proc.alive()) throw new Error(`Cannot restart ${nodeName}: pid ${proc.pid} runs`);
+      proc = ComponentProcess.start(spec);
+      await waitFor(`the kubelet ${nodeName} to run`, () => Promise.resolve(proc.alive()), {
+        timeoutMs: 5000,
+      });
+    },
   };
 }
 
