@@ -6,7 +6,8 @@
  */
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { GrpcCriClient, cri } from '../../src/cri/index.ts';
-import { startBerth, type BerthNodeOptions } from '../harness/berth-node.ts';
+import { join } from 'node:path';
+import { startBerth } from '../harness/berth-node.ts';
 import type { Cluster } from '../harness/cluster.ts';
 import { getJson } from '../harness/kube-helpers.ts';
 import { startUpstreamKubelet } from '../harness/upstream-kubelet.ts';
@@ -17,9 +18,19 @@ export interface NodeAgent {
   readonly kind: AgentKind;
   readonly nodeName: string;
   readonly logFile: string;
+  /** Its --root-dir (pods/<uid> below it). */
+  readonly rootDir: string;
+  /** The cgroup its pod cgroups are made under. */
+  readonly cgroupRoot: string;
   pid(): number;
+  alive(): boolean;
   /** Orderly stop (pods keep running for berth; the upstream harness also removes them). */
   stop(): Promise<void>;
+  /**
+   * Stops the process alone (SIGKILL: a crash; SIGTERM: an orderly stop, pods kept) and
+   * starts it again over the same root directory; resolves once it runs.
+   */
+  restart(how: 'kill' | 'term'): Promise<void>;
 }
 
 export function agentKind(): AgentKind {
@@ -29,28 +40,75 @@ export function agentKind(): AgentKind {
   return raw;
 }
 
+/** What a scenario changes in either agent's setup. */
+export interface AgentOptions {
+  /** The kubeconfig it reaches the API server with (e.g. a fault proxy's). */
+  readonly kubeconfig?: string;
+  /** berth: --root-dir (upstream's is fixed: mount over `upstreamRootDir` instead). */
+  readonly rootDir?: string;
+  /** Hard eviction off (evictionHard: {}). */
+  readonly noEviction?: boolean;
+}
+
+/** The Node name each agent registers in `cluster`. */
+export function agentNodeName(cluster: Cluster, kind: AgentKind): string {
+  return kind === 'upstream' ? `upstream-${cluster.id}` : `berth-${cluster.id}`;
+}
+
+/** The upstream harness's root directory for the agent of `cluster` (it cannot be moved). */
+export function upstreamRootDir(cluster: Cluster): string {
+  return join(cluster.root, 'nodes', agentNodeName(cluster, 'upstream'), 'kubelet');
+}
+
 export async function startAgent(
   cluster: Cluster,
   kind: AgentKind,
-  berthOptions: BerthNodeOptions = {},
+  options: AgentOptions = {},
 ): Promise<NodeAgent> {
+  const nodeName = agentNodeName(cluster, kind);
   if (kind === 'upstream') {
-    const kubelet = await startUpstreamKubelet(cluster, { nodeName: `upstream-${cluster.id}` });
+    const kubelet = await startUpstreamKubelet(cluster, {
+      nodeName,
+      ...(options.kubeconfig !== undefined && { kubeconfig: options.kubeconfig }),
+      ...(options.noEviction === true && { config: { evictionHard: {} } }),
+    });
     return {
       kind,
-      nodeName: kubelet.nodeName,
+      nodeName,
       logFile: kubelet.process.logFile,
+      rootDir: kubelet.rootDir,
+      cgroupRoot: kubelet.cgroupRoot,
       pid: () => kubelet.process.pid,
+      alive: () => kubelet.process.alive(),
       stop: () => kubelet.stop(),
+      async restart(how) {
+        if (how === 'kill') await kubelet.kill();
+        else await kubelet.process.stop(30_000);
+        await kubelet.restart();
+      },
     };
   }
-  const berth = await startBerth(cluster, berthOptions);
+  let berth = await startBerth(cluster, {
+    nodeName,
+    extraArgs: [
+      ...(options.kubeconfig !== undefined ? ['--kubeconfig', options.kubeconfig] : []),
+      ...(options.rootDir !== undefined ? ['--root-dir', options.rootDir] : []),
+    ],
+    ...(options.noEviction === true && { extraConfig: ['evictionHard: {}'] }),
+  });
   return {
     kind,
-    nodeName: berth.nodeName,
+    nodeName,
     logFile: berth.logFile,
+    rootDir: options.rootDir ?? berth.dir,
+    cgroupRoot: cluster.state.cgroupRoot,
     pid: () => berth.process.pid,
+    alive: () => berth.process.alive(),
     stop: () => berth.stop(),
+    async restart(how) {
+      if (how === 'kill') await berth.kill();
+      berth = await berth.restart();
+    },
   };
 }
 

@@ -10,8 +10,8 @@
  *   recorded and bounded), then recovers: a pod bound during the window runs;
  * - watches answered "too old resource version" (410): the reflectors relist, at a
  *   bounded rate, and nothing the API still binds to the node is killed.
- * FAULTS_AGENT=upstream runs the outage against the upstream kubelet (the proxy parts
- * need berth's kubeconfig override and are skipped).
+ * FAULTS_AGENT=upstream runs all of it against the upstream kubelet (its --kubeconfig
+ * names the proxy as berth's does).
  */
 import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -34,6 +34,7 @@ import { createNodeIdentity } from '../harness/node-identity.ts';
 import { waitFor } from '../harness/process.ts';
 import {
   agentKind,
+  agentNodeName,
   containerIdentity,
   nodeReady,
   podsOnNode,
@@ -154,25 +155,20 @@ describe(`API server faults (${AGENT})`, () => {
 
   before(async () => {
     cluster = await startCluster({ runtime: 'containerd2' });
-    if (AGENT === 'berth') {
-      // berth talks to the apiserver through the fault proxy (passing by default).
-      const nodeName = `berth-${cluster.id}`;
-      const identity = await createNodeIdentity(cluster, nodeName);
-      proxy = await startFaultProxy({
-        upstream: cluster.controlPlane.server,
-        caFile: cluster.pki.ca.cert,
-        servingCert: cluster.pki.apiserver,
-        clientCert: identity.clientCert,
-      });
-      const kubeconfig = join(identity.dir, 'proxy.kubeconfig');
-      const direct = await readFile(identity.kubeconfig, 'utf8');
-      await writeFile(kubeconfig, direct.replace(cluster.controlPlane.server, proxy.url), {
-        mode: 0o600,
-      });
-      agent = await startAgent(cluster, AGENT, { extraArgs: ['--kubeconfig', kubeconfig] });
-    } else {
-      agent = await startAgent(cluster, AGENT);
-    }
+    // The agent talks to the apiserver through the fault proxy (passing by default).
+    const identity = await createNodeIdentity(cluster, agentNodeName(cluster, AGENT));
+    proxy = await startFaultProxy({
+      upstream: cluster.controlPlane.server,
+      caFile: cluster.pki.ca.cert,
+      servingCert: cluster.pki.apiserver,
+      clientCert: identity.clientCert,
+    });
+    const kubeconfig = join(identity.dir, 'proxy.kubeconfig');
+    const direct = await readFile(identity.kubeconfig, 'utf8');
+    await writeFile(kubeconfig, direct.replace(cluster.controlPlane.server, proxy.url), {
+      mode: 0o600,
+    });
+    agent = await startAgent(cluster, AGENT, { kubeconfig });
     node = agent.nodeName;
     await waitFor('the node Ready', async () => (await nodeReady(cluster, node)) === 'True', {
       timeoutMs: 90_000,
@@ -311,112 +307,104 @@ describe(`API server faults (${AGENT})`, () => {
   });
 
   for (const mode of ['429', '500', 'hang'] as const satisfies readonly FaultMode[]) {
-    test(
-      `the apiserver answering ${mode} for ${WINDOW_SECONDS} s`,
-      { skip: AGENT !== 'berth' && 'the fault proxy needs berth' },
-      async () => {
-        assert.ok(proxy);
-        const before = proxy.counts[mode];
-        const kinds0 = new Map(proxy.faulted);
-        const cpu0 = await cpuSeconds(agent.pid());
-        proxy.mode = mode;
-        const start = Date.now();
-        // A pod bound while berth cannot read: it must run once the window is over.
-        const name = `during-${mode}`;
-        await applyJson(cluster, busyboxPod(cluster, name, node, { grace: 1 }));
-        await sleep(WINDOW_SECONDS * 1000);
-        proxy.mode = 'pass';
-        const windowSeconds = (Date.now() - start) / 1000;
-        const cpu = (await cpuSeconds(agent.pid())) - cpu0;
-        const requests = proxy.counts[mode] - before;
-        const endAt = Date.now();
-        assert.ok(agent.pid() > 0);
-        await eventually(
-          `${name} Running`,
-          async () => {
-            const pod = (await podsOnNode(cluster, node)).find((p) => p.metadata?.name === name);
-            return pod !== undefined && isRunningAndReady(pod) ? true : undefined;
-          },
-          120_000,
-          1000,
-        );
-        const podRunningSeconds = (Date.now() - endAt) / 1000;
-        await eventually(
-          'the Lease renewed',
-          async () => ((await leaseRenewedAfter(cluster, node, endAt)) ? true : undefined),
-          60_000,
-          1000,
-        );
-        const leaseSeconds = (Date.now() - endAt) / 1000;
-        const killed = await steadyUnchanged();
-        await cluster.kubectl(['delete', 'pod', name, '--wait=false']);
-        await recordFigures(`api-proxy-${mode}-${AGENT}`, {
-          agent: AGENT,
-          mode,
-          windowSeconds,
-          requestsDuringWindow: requests,
-          requestsPerSecond: Math.round((requests / windowSeconds) * 10) / 10,
-          agentCpuSeconds: Math.round(cpu * 100) / 100,
-          podRunningAfterSeconds: podRunningSeconds,
-          leaseRenewedAfterSeconds: leaseSeconds,
-          steadyPodsKilled: killed.length,
-          busiestRequest: busiest(kinds0, proxy.faulted),
-        });
-        assert.deepEqual(killed, []);
-        // A hot loop is hundreds of requests a second and a whole core; backoff is neither.
-        assert.ok(requests / windowSeconds < 10, `${requests} requests in ${windowSeconds} s`);
-        assert.ok(cpu < windowSeconds * 0.25, `${cpu} CPU seconds in ${windowSeconds} s`);
-      },
-    );
-  }
-
-  test(
-    'watches answered 410 Gone (resourceVersion too old)',
-    { skip: AGENT !== 'berth' && 'the fault proxy needs berth' },
-    async () => {
+    test(`the apiserver answering ${mode} for ${WINDOW_SECONDS} s`, async () => {
       assert.ok(proxy);
-      const before = proxy.counts['watch-410'];
+      const before = proxy.counts[mode];
       const kinds0 = new Map(proxy.faulted);
-      const passBefore = proxy.counts.pass;
       const cpu0 = await cpuSeconds(agent.pid());
-      proxy.mode = 'watch-410';
+      proxy.mode = mode;
       const start = Date.now();
-      await applyJson(cluster, busyboxPod(cluster, 'during-410', node, { grace: 1 }));
+      // A pod bound while berth cannot read: it must run once the window is over.
+      const name = `during-${mode}`;
+      await applyJson(cluster, busyboxPod(cluster, name, node, { grace: 1 }));
       await sleep(WINDOW_SECONDS * 1000);
       proxy.mode = 'pass';
       const windowSeconds = (Date.now() - start) / 1000;
       const cpu = (await cpuSeconds(agent.pid())) - cpu0;
-      const watches = proxy.counts['watch-410'] - before;
-      const others = proxy.counts.pass - passBefore;
-      const top = busiest(kinds0, proxy.faulted);
-      const topCount = Number(top.split(' x')[1] ?? '0');
-      // Listed during the window (relists pass): the pod runs even before watches work again.
+      const requests = proxy.counts[mode] - before;
+      const endAt = Date.now();
+      assert.ok(agent.pid() > 0);
       await eventually(
-        'during-410 Running',
+        `${name} Running`,
         async () => {
-          const pod = (await podsOnNode(cluster, node)).find(
-            (p) => p.metadata?.name === 'during-410',
-          );
+          const pod = (await podsOnNode(cluster, node)).find((p) => p.metadata?.name === name);
           return pod !== undefined && isRunningAndReady(pod) ? true : undefined;
         },
         120_000,
         1000,
       );
+      const podRunningSeconds = (Date.now() - endAt) / 1000;
+      await eventually(
+        'the Lease renewed',
+        async () => ((await leaseRenewedAfter(cluster, node, endAt)) ? true : undefined),
+        60_000,
+        1000,
+      );
+      const leaseSeconds = (Date.now() - endAt) / 1000;
       const killed = await steadyUnchanged();
-      await recordFigures(`watch-410-${AGENT}`, {
+      await cluster.kubectl(['delete', 'pod', name, '--wait=false']);
+      await recordFigures(`api-proxy-${mode}-${AGENT}`, {
         agent: AGENT,
+        mode,
         windowSeconds,
-        watchesAnswered410: watches,
-        otherRequests: others,
-        busiestWatch: top,
+        requestsDuringWindow: requests,
+        requestsPerSecond: Math.round((requests / windowSeconds) * 10) / 10,
         agentCpuSeconds: Math.round(cpu * 100) / 100,
+        podRunningAfterSeconds: podRunningSeconds,
+        leaseRenewedAfterSeconds: leaseSeconds,
         steadyPodsKilled: killed.length,
+        busiestRequest: busiest(kinds0, proxy.faulted),
       });
-      assert.ok(watches > 0, 'berth watched during the window');
-      assert.deepEqual(killed, [], 'nothing the API binds here was killed');
-      // client-go waits 0.8, 1.6, 3.2, ... s between ListAndWatch calls: about 6 in 30 s.
-      assert.ok(topCount <= 10, `${top} in ${windowSeconds} s: relists back off`);
+      assert.deepEqual(killed, []);
+      // A hot loop is hundreds of requests a second and a whole core; backoff is neither.
+      assert.ok(requests / windowSeconds < 10, `${requests} requests in ${windowSeconds} s`);
       assert.ok(cpu < windowSeconds * 0.25, `${cpu} CPU seconds in ${windowSeconds} s`);
-    },
-  );
+    });
+  }
+
+  test('watches answered 410 Gone (resourceVersion too old)', async () => {
+    assert.ok(proxy);
+    const before = proxy.counts['watch-410'];
+    const kinds0 = new Map(proxy.faulted);
+    const passBefore = proxy.counts.pass;
+    const cpu0 = await cpuSeconds(agent.pid());
+    proxy.mode = 'watch-410';
+    const start = Date.now();
+    await applyJson(cluster, busyboxPod(cluster, 'during-410', node, { grace: 1 }));
+    await sleep(WINDOW_SECONDS * 1000);
+    proxy.mode = 'pass';
+    const windowSeconds = (Date.now() - start) / 1000;
+    const cpu = (await cpuSeconds(agent.pid())) - cpu0;
+    const watches = proxy.counts['watch-410'] - before;
+    const others = proxy.counts.pass - passBefore;
+    const top = busiest(kinds0, proxy.faulted);
+    const topCount = Number(top.split(' x')[1] ?? '0');
+    // Listed during the window (relists pass): the pod runs even before watches work again.
+    await eventually(
+      'during-410 Running',
+      async () => {
+        const pod = (await podsOnNode(cluster, node)).find(
+          (p) => p.metadata?.name === 'during-410',
+        );
+        return pod !== undefined && isRunningAndReady(pod) ? true : undefined;
+      },
+      120_000,
+      1000,
+    );
+    const killed = await steadyUnchanged();
+    await recordFigures(`watch-410-${AGENT}`, {
+      agent: AGENT,
+      windowSeconds,
+      watchesAnswered410: watches,
+      otherRequests: others,
+      busiestWatch: top,
+      agentCpuSeconds: Math.round(cpu * 100) / 100,
+      steadyPodsKilled: killed.length,
+    });
+    assert.ok(watches > 0, 'the agent watched during the window');
+    assert.deepEqual(killed, [], 'nothing the API binds here was killed');
+    // client-go waits 0.8, 1.6, 3.2, ... s between ListAndWatch calls: about 6 in 30 s.
+    assert.ok(topCount <= 10, `${top} in ${windowSeconds} s: relists back off`);
+    assert.ok(cpu < windowSeconds * 0.25, `${cpu} CPU seconds in ${windowSeconds} s`);
+  });
 });

@@ -1,19 +1,20 @@
 /**
  * The berth-kill scenario (berth-kill.test.ts runs it full size, berth-kill-quick.test.ts
- * in make test's fast subset): berth killed mid-operation (issue #32, item 4): SIGKILL at a random point while a pod
- * with configMap, secret and emptyDir volumes is being set up, while an image is being
- * pulled from the registry, or while a pod is being deleted; berth is started again
- * each time. Afterwards every pod the API binds to the node is Running and Ready, every
- * deleted one is gone, and nothing leaked: no ready sandbox or running container of a
- * deleted pod, no second sandbox, no mount, pod directory, cgroup or netns left.
- * FAULTS_ITERATIONS and FAULTS_SEED set the run.
+ * in make test's fast subset): the node agent (berth, or the upstream kubelet with
+ * FAULTS_AGENT=upstream) killed mid-operation (issue #32, item 4): SIGKILL at a random
+ * point while a pod with configMap, secret and emptyDir volumes is being set up, while
+ * an image is being pulled from the registry, or while a pod is being deleted; it is
+ * started again each time over the same root directory. Afterwards every pod the API
+ * binds to the node is Running and Ready, every deleted one is gone, and nothing
+ * leaked: no ready sandbox or running container of a deleted pod, no second sandbox,
+ * no mount, pod directory, cgroup or netns left. FAULTS_ITERATIONS and FAULTS_SEED set
+ * the run.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import { containerdPaths } from '../harness/containerd.ts';
 import {
@@ -24,7 +25,7 @@ import {
   isRunningAndReady,
 } from '../harness/kube-helpers.ts';
 import { waitFor } from '../harness/process.ts';
-import { nodeReady, podsOnNode } from './agent.ts';
+import { agentKind, nodeReady, podsOnNode, startAgent, type NodeAgent } from './agent.ts';
 import { recordFigures, sizeFlag } from './figures.ts';
 import { findPodLeaks } from './leaks.ts';
 
@@ -82,26 +83,27 @@ function pullPod(cluster: Cluster, name: string, node: string): Pod {
 export function berthKillScenario(defaultIterations: number, scenario: string): void {
   const ITERATIONS = sizeFlag('ITERATIONS', defaultIterations);
   const SEED = sizeFlag('SEED', Math.floor(Math.random() * 2 ** 31));
-  describe(`berth SIGKILLed mid-operation (${scenario})`, () => {
+  const AGENT = agentKind();
+  describe(`${AGENT} SIGKILLed mid-operation (${scenario})`, () => {
     let cluster: Cluster;
-    let berth: BerthNode;
+    let agent: NodeAgent;
 
     before(async () => {
       cluster = await startCluster({ runtime: 'containerd2' });
-      berth = await startBerth(cluster);
+      agent = await startAgent(cluster, AGENT);
       await applyRegistrySecret(cluster, 'registry');
       await cluster.kubectl(['create', 'configmap', 'fault-cfg', '--from-literal=a=1']);
       await cluster.kubectl(['create', 'secret', 'generic', 'fault-sec', '--from-literal=b=2']);
     });
 
     after(async () => {
-      await berth.stop();
+      await agent.stop();
       await cluster.stop();
       assert.deepEqual(await cluster.leaks(), []);
     });
 
     test(`${ITERATIONS} kills during pod creation, volume setup, image pulls and deletion (seed ${SEED})`, async () => {
-      const node = berth.nodeName;
+      const node = agent.nodeName;
       const random = prng(SEED);
       await waitFor('the node Ready', async () => (await nodeReady(cluster, node)) === 'True', {
         timeoutMs: 90_000,
@@ -135,13 +137,12 @@ export function berthKillScenario(defaultIterations: number, scenario: string): 
         const delayMs = Math.floor(random() * 3000);
         ops.push(`${op}+${delayMs}ms`);
         await sleep(delayMs);
-        await berth.kill();
-        berth = await berth.restart();
-        // Let the new berth get some way into its start (or not: a short pause is a kill
+        await agent.restart('kill');
+        // Let the new agent get some way into its start (or not: a short pause is a kill
         // during its own start-up, which must be survived too).
         await sleep(Math.floor(random() * 6000));
       }
-      console.log(`berth-kill seed ${SEED}: ${ops.join(', ')}`);
+      console.log(`${scenario} (${AGENT}) seed ${SEED}: ${ops.join(', ')}`);
       const settleStart = Date.now();
       let last: Pod[] = [];
       await eventually(
@@ -167,8 +168,8 @@ export function berthKillScenario(defaultIterations: number, scenario: string): 
       const liveUids = new Set(last.map((p) => p.metadata?.uid ?? ''));
       const scope = {
         socket: cluster.runtime.socket,
-        rootDir: berth.dir,
-        cgroupRoot: cluster.state.cgroupRoot,
+        rootDir: agent.rootDir,
+        cgroupRoot: agent.cgroupRoot,
         runtimeStateDir: containerdPaths(join(cluster.root, 'containerd')).state,
         liveUids,
       };
@@ -182,8 +183,8 @@ export function berthKillScenario(defaultIterations: number, scenario: string): 
         120_000,
         2000,
       ).catch(() => undefined);
-      await recordFigures(scenario, {
-        agent: 'berth',
+      await recordFigures(AGENT === 'berth' ? scenario : `${scenario}-${AGENT}`, {
+        agent: AGENT,
         seed: SEED,
         kills: ITERATIONS,
         podsCreated: created,
