@@ -8,7 +8,7 @@ import type { PodAdmission } from '../admission/types.ts';
 import type { PodAllocationManager } from '../allocation/manager.ts';
 import { isStaticPod } from '../admission/predicates.ts';
 import type { KubeClient } from '../kube/types.ts';
-import type { PodSourceConsumer } from '../podsource/api-source.ts';
+import type { PodSourceConsumer } from '../podsource/types.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import type { StatusManager } from '../status/manager.ts';
 import type { Logger } from '../util/logger.ts';

@@ -9,10 +9,10 @@
  * and mirror pods catch up then. Without a kubeconfig (standalone) those loops do not
  * run at all.
  */
-import type { LeaseController } from '../nodelease/controller.ts';
-import type { NodeStatusManager } from '../nodestatus/manager.ts';
-import type { ApiPodSource } from '../podsource/api-source.ts';
-import type { StatusManager } from '../status/manager.ts';
+import type { NodeLeaseController } from '../nodelease/types.ts';
+import type { NodeStatusController } from '../nodestatus/types.ts';
+import type { PodSource } from '../podsource/types.ts';
+import type { PodStatusManager } from '../status/types.ts';
 import { raceTimeout } from './kubelet-util.ts';
 import type { ServiceLister } from './service-lister.ts';
 import type { VolumeStack } from './volume-stack.ts';
@@ -20,12 +20,12 @@ import type { VolumeStack } from './volume-stack.ts';
 export type Loop = readonly [name: string, run: (signal: AbortSignal) => Promise<void>];
 
 export interface ApiLoopDeps {
-  readonly nodeStatus: NodeStatusManager;
-  readonly lease: LeaseController;
+  readonly nodeStatus: NodeStatusController;
+  readonly lease: NodeLeaseController;
   readonly services: ServiceLister;
   readonly volumes: VolumeStack;
-  readonly status: StatusManager;
-  readonly source: ApiPodSource;
+  readonly status: PodStatusManager;
+  readonly source: PodSource;
 }
 
 /** How long the API pod source waits for the first service list (service env vars). */

@@ -14,7 +14,7 @@ import { MirrorClient } from '../mirror/mirror-client.ts';
 import { PodConfig, type PodSourceName } from '../podsource/config.ts';
 import { FileSource } from '../podsource/file-source.ts';
 import { HttpSource } from '../podsource/http-source.ts';
-import type { PodSourceConsumer } from '../podsource/api-source.ts';
+import type { PodSourceConsumer } from '../podsource/types.ts';
 import { podFullName } from '../podsource/static-pod.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import type { Clock } from '../util/clock.ts';

@@ -16,7 +16,7 @@
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
-import type { PodSourceConsumer } from './api-source.ts';
+import type { PodSourceConsumer } from './types.ts';
 import {
   CONFIG_HASH_ANNOTATION,
   CONFIG_MIRROR_ANNOTATION,
