@@ -166,6 +166,13 @@ export class KubeRuntimeManager {
   ): Promise<RuntimeSyncResult> {
     const { recorder, clock } = this.#o;
     const uid = pod.metadata?.uid ?? '';
+    // Upstream's V(4) lines, by its texts: they time a pod's start phase by phase
+    // (bench/pod-start.ts --trace reads them from both agents' logs).
+    const log = this.#o.logger.child({
+      component: 'kuberuntime',
+      pod: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
+      podUID: uid,
+    });
     let runtime = podStatus;
     const resize = this.#o.resize?.plan(pod, runtime);
     const plan = computePodActions({
@@ -212,9 +219,11 @@ export class KubeRuntimeManager {
     let sandboxId = plan.sandboxId;
     let sandbox: cri.PodSandboxConfig | undefined;
     if (plan.createSandbox) {
+      log.debug('Creating PodSandbox for pod');
       const created = await createPodSandbox(this.#o, pod, plan.attempt, signal);
       if (created === undefined) return { outcome: 'sandbox-failed', podStatus: runtime };
       ({ id: sandboxId, config: sandbox } = created);
+      log.debug('Created PodSandbox for pod', { podSandboxID: sandboxId });
       await this.#o.pleg.relist(signal);
       runtime = await this.getPodStatus(pod, signal);
     }
@@ -246,9 +255,10 @@ export class KubeRuntimeManager {
         podRef(pod),
         signal,
       );
-      const start = async (name: string): Promise<void> => {
+      const start = async (containerType: string, name: string): Promise<void> => {
         const spec = specContainer(pod, name);
         if (spec === undefined) return;
+        log.debug('Creating container in pod', { containerType, container: name });
         await this.#o.resize?.containerStarting(pod, name);
         const r = await startContainer(
           deps,
@@ -272,9 +282,9 @@ export class KubeRuntimeManager {
       // Init containers (and sidecars) in order; app containers in parallel, since their
       // images and start-up do not depend on each other.
       // Ephemeral containers first (kubectl debug into a pod whose init is stuck), as upstream.
-      for (const name of plan.ephemeralContainersToStart) await start(name);
-      for (const name of plan.initContainersToStart) await start(name);
-      await Promise.all(plan.containersToStart.map(start));
+      for (const name of plan.ephemeralContainersToStart) await start('ephemeral container', name);
+      for (const name of plan.initContainersToStart) await start('init container', name);
+      await Promise.all(plan.containersToStart.map((name) => start('container', name)));
       await this.#o.pleg.relist(signal);
     }
     for (const name of Object.keys(plan.waiting)) {

@@ -206,8 +206,11 @@ export class PodWorkers {
         const controller = new AbortController();
         w.current = controller;
         const signal = AbortSignal.any([controller.signal, this.#stopping.signal]);
+        const updateType = w.state;
+        log.debug('Processing pod event', { updateType });
         try {
           await this.#step(w, signal, log);
+          log.debug('Processing pod event done', { updateType });
         } catch (err) {
           if (signal.aborted) continue; // superseded (termination began) or shutting down
           log.warn('Error syncing pod, will retry', {
