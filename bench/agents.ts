@@ -3,6 +3,7 @@
  * node of the shared cluster and is stopped before the next one starts. Adding one is
  * one entry in AGENTS.
  */
+import { join } from 'node:path';
 import type { Cluster } from '../test/harness/cluster.ts';
 import { startBerth } from '../test/harness/berth-node.ts';
 import { eventually } from '../test/harness/kube-helpers.ts';
@@ -15,6 +16,8 @@ export interface AgentStartOptions {
   readonly log: (message: string) => void;
   /** The runtime it drives (default: the cluster's containerd). */
   readonly runtimeSocket?: string;
+  /** Log verbosity (default: the agent's usual); 4 logs the lines start-trace.ts reads. */
+  readonly verbosity?: number;
 }
 
 export interface RunningAgent {
@@ -22,6 +25,8 @@ export interface RunningAgent {
   readonly nodeName: string;
   /** Process whose CPU time and memory are measured; undefined: not measured. */
   readonly pid?: number;
+  /** The agent's log file. */
+  readonly logFile?: string;
   /** Stops the agent and removes its pods from the runtime; the cluster keeps running. */
   stop(): Promise<void>;
 }
@@ -39,8 +44,14 @@ export const upstreamAgent: Agent = {
       config: { maxPods: Math.max(110, options.maxPods + 10) },
       log: options.log,
       ...(options.runtimeSocket !== undefined && { runtimeSocket: options.runtimeSocket }),
+      ...(options.verbosity !== undefined && { verbosity: options.verbosity }),
     });
-    return { nodeName: kubelet.nodeName, pid: kubelet.process.pid, stop: () => kubelet.stop() };
+    return {
+      nodeName: kubelet.nodeName,
+      pid: kubelet.process.pid,
+      logFile: join(kubelet.dir, 'kubelet.log'),
+      stop: () => kubelet.stop(),
+    };
   },
 };
 
@@ -56,6 +67,7 @@ export const berthAgent: Agent = {
       // kubepods gets a larger CPU share than the other's.
       cgroupRoot: `${cluster.state.cgroupRoot}/${nodeName}`,
       extraConfig: [`maxPods: ${String(Math.max(110, options.maxPods + 10))}`],
+      ...(options.verbosity !== undefined && { extraArgs: ['--v', String(options.verbosity)] }),
     });
     await eventually(
       'the berth node to be Ready',
@@ -77,6 +89,7 @@ export const berthAgent: Agent = {
     return {
       nodeName,
       pid: berth.process.pid,
+      logFile: berth.logFile,
       async stop() {
         await berth.stop();
         // Leave the runtime empty for the next agent: berth keeps pods running on stop.

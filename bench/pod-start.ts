@@ -3,7 +3,7 @@
  * cluster (containerd 2.x), one after another, each as its own node.
  *
  *   node_modules/.bin/node bench/pod-start.ts [--reps 30] [--batch 100] [--warmup 2]
- *                                             [--agents floor,berth,upstream] [--out file.json]
+ *                                             [--agents floor,berth,upstream] [--out file.json] [--trace]
  *
  * Latency of one pod = from just before the create call to the moment a watch shows
  * the pod Running with every container started. Per agent: `reps` pods one at a time
@@ -33,6 +33,7 @@ import type { KubeApi } from './kube-api.ts';
 import { observeContention, type Contention } from './contention.ts';
 import { runFloor, type FloorResult } from './floor.ts';
 import { PodTracker } from './pod-tracker.ts';
+import { traceStarts, traceTable, type PodStartTimes, type StartTrace } from './start-trace.ts';
 import {
   cpuSeconds,
   memory,
@@ -58,6 +59,8 @@ interface BenchOptions {
   readonly pauseMs: number;
   readonly agents: readonly string[];
   readonly out: string | undefined;
+  /** Agents at verbosity 4, each single pod's start split into phases (start-trace.ts). */
+  readonly trace: boolean;
 }
 
 interface AgentResult {
@@ -67,6 +70,8 @@ interface AgentResult {
     readonly samplesMs: readonly number[];
     /** How busy the machine was during the phase. */
     readonly machine: Contention;
+    /** With --trace: where the time went, from the agent's log. */
+    readonly trace?: StartTrace;
   };
   readonly batch: {
     readonly machine: Contention;
@@ -99,6 +104,7 @@ function parseOptions(argv: readonly string[]): BenchOptions {
       pause: { type: 'string', default: '5000' },
       agents: { type: 'string', default: 'floor,berth,upstream' },
       out: { type: 'string' },
+      trace: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -125,6 +131,7 @@ function parseOptions(argv: readonly string[]): BenchOptions {
     pauseMs: count('pause', values.pause, 0),
     agents,
     out: values.out,
+    trace: values.trace,
   };
 }
 
@@ -164,12 +171,13 @@ async function singlePods(
   nodeName: string,
   options: BenchOptions,
   run: string,
-): Promise<number[]> {
+): Promise<{ samples: number[]; times: PodStartTimes[] }> {
   const phase = `${agentName}-single`;
   const tracker = new PodTracker(api, NAMESPACE, `${LABEL_RUN}=${run},${LABEL_PHASE}=${phase}`);
   await tracker.start();
   try {
     const samples: number[] = [];
+    const times: PodStartTimes[] = [];
     for (let i = 0; i < options.warmup + options.reps; i++) {
       const name = `${phase}-${i}`;
       const manifest = podManifest(cluster, name, nodeName, {
@@ -177,6 +185,7 @@ async function singlePods(
         [LABEL_PHASE]: phase,
       });
       const t0 = performance.now();
+      const createdAtMs = Date.now();
       await api.send('POST', podsPath, manifest);
       await tracker.until(
         `${name} to be Running`,
@@ -184,7 +193,10 @@ async function singlePods(
         POD_TIMEOUT_MS,
       );
       const ms = (tracker.runningAt(name) ?? NaN) - t0;
-      if (i >= options.warmup) samples.push(ms);
+      if (i >= options.warmup) {
+        samples.push(ms);
+        times.push({ name, createdAtMs, runningAtMs: createdAtMs + ms });
+      }
       await api.send('DELETE', `${podsPath}/${name}`);
       await tracker.until(
         `${name} to be deleted`,
@@ -193,7 +205,7 @@ async function singlePods(
       );
       await sleep(options.settleMs);
     }
-    return samples;
+    return { samples, times };
   } finally {
     await tracker.stop();
   }
@@ -284,14 +296,22 @@ async function measureAgent(
   const leftover = await clearRuntime(cluster);
   if (leftover > 0) log(`removed ${leftover} sandboxes left before ${agentName}`);
   log(`${agentName}: starting`);
-  const running = await agent.start(cluster, { maxPods: options.batch, log });
+  const running = await agent.start(cluster, {
+    maxPods: options.batch,
+    log,
+    ...(options.trace && { verbosity: 4 }),
+  });
   try {
     const { nodeName, pid } = running;
     const afterStart = pid === undefined ? undefined : await memory(pid);
     log(`${agentName}: node ${nodeName} Ready; ${options.warmup}+${options.reps} single pods`);
     await sleep(options.pauseMs);
     const singleMachine = await observeContention(cluster.root);
-    const samples = await singlePods(api, cluster, agentName, nodeName, options, run);
+    const { samples, times } = await singlePods(api, cluster, agentName, nodeName, options, run);
+    const trace =
+      options.trace && running.logFile !== undefined
+        ? await traceStarts(running.logFile, NAMESPACE, times)
+        : undefined;
     const singleContention = await singleMachine();
     log(`${agentName}: batch of ${options.batch}`);
     await sleep(options.pauseMs);
@@ -304,6 +324,7 @@ async function measureAgent(
         ...summarize(samples),
         samplesMs: samples.map((s) => Math.round(s * 10) / 10),
         machine: singleContention,
+        ...(trace !== undefined && { trace }),
       },
       batch,
       agentRssAfterStartMiB: afterStart?.rssMiB ?? null,
@@ -420,6 +441,11 @@ async function main(): Promise<void> {
     await writeReport(out, report);
     log(`results in ${out}`);
     console.log(table(floor, results, options.batch));
+    const traces = results.flatMap((r) =>
+      r.single.trace === undefined ? [] : [{ agent: r.agent, trace: r.single.trace }],
+    );
+    if (traces.length > 0)
+      console.log(`\nWhere the single pods' start time went:\n\n${traceTable(traces)}`);
   } finally {
     await stopBenchCluster(bench, log);
   }
