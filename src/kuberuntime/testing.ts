@@ -24,3 +24,30 @@ export function fakeProbes(
 ): ProbeResultsReader {
   return { get: (kind, id) => results[id]?.[kind] };
 }
+
+/**
+ * Runs `fn` and counts the characters String#indexOf examined meanwhile: counted work,
+ * so a test can tell a linear scan from a quadratic rescan without timing it. The
+ * prototype is restored before this returns (or rejects).
+ */
+export async function indexOfWork<T>(
+  fn: () => T | Promise<T>,
+): Promise<{ result: T; scanned: number }> {
+  const original = Object.getOwnPropertyDescriptor(String.prototype, 'indexOf');
+  const search = original?.value as (this: string, s: string, from?: number) => number;
+  let scanned = 0;
+  Object.defineProperty(String.prototype, 'indexOf', {
+    ...original,
+    value: function (this: string, needle: string, from?: number): number {
+      const at = search.call(this, needle, from);
+      const start = Math.max(0, Math.min(from ?? 0, this.length));
+      scanned += (at === -1 ? this.length : at + needle.length) - start;
+      return at;
+    },
+  });
+  try {
+    return { result: await fn(), scanned };
+  } finally {
+    if (original !== undefined) Object.defineProperty(String.prototype, 'indexOf', original);
+  }
+}
