@@ -28,6 +28,23 @@ test('lines that are not CRI records are skipped, as upstream skips them', () =>
   assert.equal(last?.newline, false);
 });
 
+test('a line whose timestamp Go would not parse is skipped, as upstream skips it', () => {
+  const lines = [
+    `${TS} stdout F fixed`,
+    '2026-01-01T01:00:00.5+01:00 stdout F offset',
+    '2026-13-01T00:00:01.000000000Z stdout F month 13',
+    '2026-01-01T24:00:01.000000000Z stdout F hour 24',
+    '2026-01-01 00:00:01.000000000Z stdout F no T',
+    'yesterday stdout F words',
+    '2026-01-01T00:00:01.00000000xZ stdout F not a digit',
+  ];
+  const records = new CriLogParser().push(Buffer.from(`${lines.join('\n')}\n`));
+  assert.deepEqual(
+    records.map((r) => recordContent(r).toString()),
+    ['fixed', 'offset'],
+  );
+});
+
 test('a record ends an output line when full, or when it printed nothing', () => {
   const records = new CriLogParser().push(
     Buffer.from(`${TS} stdout P a\n${TS} stdout P \n${TS} stdout F b\n`),

@@ -86,6 +86,38 @@ export function fixedTimestamp(r: LogRecord): string | undefined {
   return `${m[1] ?? ''}.${(m[2] ?? '').padEnd(9, '0').slice(0, 9)}${zone}`;
 }
 
+/**
+ * Whether data[from..to) is a timestamp Go's time.Parse(RFC3339Nano) takes: upstream's
+ * reader skips a line whose stamp it rejects. The stamp containerd writes nearly always
+ * (nine fraction digits, "Z") is checked byte by byte, without a string per record.
+ */
+function validTimestamp(data: Buffer, from: number, to: number): boolean {
+  if (to - from === STAMP_LENGTH && data[to - 1] === ZULU) {
+    const at = (i: number): number => (data[from + i] ?? 0) - 0x30;
+    for (let i = 0; i < STAMP_LENGTH - 1; i++) {
+      const sep = FIXED_SEPARATORS.get(i);
+      const b = data[from + i];
+      if (sep !== undefined ? b !== sep : b === undefined || b < 0x30 || b > 0x39) return false;
+    }
+    const two = (i: number): number => at(i) * 10 + at(i + 1);
+    const [month, day, hour, minute, second] = [two(5), two(8), two(11), two(14), two(17)];
+    return (
+      month >= 1 && month <= 12 && day >= 1 && day <= 31 && hour < 24 && minute < 60 && second < 60
+    );
+  }
+  return !Number.isNaN(parseTimeMs(data.toString('latin1', from, to)));
+}
+
+/** Non-digit positions of 2006-01-02T15:04:05.000000000Z. */
+const FIXED_SEPARATORS = new Map<number, number>([
+  [4, 0x2d],
+  [7, 0x2d],
+  [10, 0x54],
+  [13, 0x3a],
+  [16, 0x3a],
+  [19, 0x2e],
+]);
+
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
 const TAG_PARTIAL = 0x50; // 'P'
@@ -96,8 +128,8 @@ const STDERR = Buffer.from('stderr');
 
 /**
  * Parses data[from..to), a file line without its newline; undefined when it is not a CRI
- * record (upstream skips those): no stream of stdout or stderr, or no space after the
- * tags. `complete`: the file's newline ended it.
+ * record (upstream skips those): a timestamp Go would not parse, no stream of stdout or
+ * stderr, or no space after the tags. `complete`: the file's newline ended it.
  */
 export function parseRecord(
   data: Buffer,
@@ -118,6 +150,7 @@ export function parseRecord(
   ) {
     return undefined;
   }
+  if (!validTimestamp(data, from, s1)) return undefined;
   // Only the first tag counts (more may follow, ':'-separated, in a later CRI).
   const partial = data[s2 + 1] === TAG_PARTIAL && (s2 + 2 === s3 || data[s2 + 2] === COLON);
   const start = s3 + 1;
