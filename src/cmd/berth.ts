@@ -306,6 +306,7 @@ async function main(argv: readonly string[]): Promise<number> {
       standalone,
       eviction,
       featureGates: k.featureGates,
+      userNamespacesIdsPerPod: k.userNamespaces.idsPerPod,
       nodeShutdown: {
         periods: shutdownPeriods(k),
         // Where the InhibitDelayMaxSec drop-in goes instead of /etc/systemd/logind.conf.d:

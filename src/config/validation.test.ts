@@ -22,6 +22,13 @@ describe('validateKubeletConfig', () => {
       'featureGates.ImageVolume: cannot set feature gate ImageVolume to false, feature is locked to true',
     ]);
     assert.deepEqual(problems({ featureGates: { ImageVolume: true, SomeGate: false } }), []);
+    assert.deepEqual(
+      problems({ featureGates: { UserNamespacesSupport: false, ProcMountType: false } }),
+      [
+        'featureGates.UserNamespacesSupport: cannot set feature gate UserNamespacesSupport to false, feature is locked to true',
+        'featureGates.ProcMountType: cannot set feature gate ProcMountType to false, feature is locked to true',
+      ],
+    );
   });
 
   const cases: readonly [string, Partial<KubeletConfig>, RegExp][] = [

@@ -50,6 +50,9 @@ type Issues = ValidationIssue[];
 const LOCKED_FEATURE_GATES: Readonly<Record<string, boolean>> = {
   // GA in v1.36: image volumes (kuberuntime/image-volumes.ts) cannot be turned off.
   ImageVolume: true,
+  // GA in v1.36: user namespaces (src/userns) and procMount Unmasked.
+  UserNamespacesSupport: true,
+  ProcMountType: true,
 };
 
 function check(issues: Issues, ok: boolean, path: string, message: string): void {

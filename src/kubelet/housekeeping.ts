@@ -12,6 +12,7 @@ import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import type { Clock } from '../util/clock.ts';
 import { isAborted } from '../util/errors.ts';
+import type { UserNamespaceManager } from '../userns/types.ts';
 import type { Logger } from '../util/logger.ts';
 import type { VolumeManager } from '../volumes/types.ts';
 
@@ -29,6 +30,8 @@ export interface HousekeepingOptions {
   readonly podCgroups?: Pick<PodCgroups, 'cleanupOrphans' | 'updateQos'>;
   /** Forgets the resource allocations of pods that are gone (upstream's RemoveOrphanedPods). */
   readonly allocations?: { removeOrphans(active: ReadonlySet<string>): void };
+  /** Frees the user namespace ranges of pods that are gone (after a restart too). */
+  readonly userns?: Pick<UserNamespaceManager, 'cleanupOrphanedPodUsernsAllocations'>;
   /** Caches keyed by runtime object that forget what the runtime no longer has. */
   readonly runtimeCaches?: readonly { prune(liveIds: ReadonlySet<string>): void }[];
   /** Back-offs whose idle entries are dropped (upstream's backOff.GC in housekeeping). */
@@ -88,7 +91,8 @@ export class Housekeeping {
     }
     const volumes = this.#o.volumes;
     const cgroups = this.#o.podCgroups;
-    if (volumes === undefined && cgroups === undefined && this.#o.allocations === undefined) return;
+    const { allocations, userns } = this.#o;
+    if (![volumes, cgroups, allocations, userns].some((x) => x !== undefined)) return;
     // Only pods nothing refers to any more: not bound, no worker, nothing in the runtime.
     const active = new Set([...known, ...bound.keys(), ...this.#killing]);
     for (const uid of pleg.uids()) {
@@ -103,7 +107,8 @@ export class Housekeeping {
     const cgroupsRemoved = (await cgroups?.cleanupOrphans(active)) ?? [];
     if (cgroupsRemoved.length > 0)
       this.#o.logger.info('Removed the cgroups of deleted pods', { podUIDs: cgroupsRemoved });
-    this.#o.allocations?.removeOrphans(active);
+    allocations?.removeOrphans(active);
+    await userns?.cleanupOrphanedPodUsernsAllocations(active, signal);
   }
 
   async #killOrphan(uid: string, signal: AbortSignal): Promise<void> {

@@ -79,6 +79,8 @@ export interface KubeletOptions {
   readonly singleProcessOOMKill?: boolean | null;
   /** featureGates as configured; a gate left out has upstream's v1.37 default. */
   readonly featureGates?: Readonly<Record<string, boolean | undefined>>;
+  /** userNamespaces.idsPerPod: the IDs of each hostUsers: false pod; absent: 65536. */
+  readonly userNamespacesIdsPerPod?: number | null;
 }
 
 export interface KubeletDeps {

@@ -206,6 +206,8 @@ export class PodSync implements PodSyncer {
     const runtime = await this.#runtimeStatus(pod, signal);
     this.#o.prober?.removePod(uid);
     this.#report(pod, runtime, { terminating: true });
+    // Nothing of the pod runs any more: its user namespace range is free (upstream's Release).
+    await this.#o.userns?.release(uid);
     if (pod.metadata?.deletionTimestamp == null) return;
     // The pod is going away: its containers and sandboxes go with it.
     for (const c of runtime.containers) {

@@ -17,6 +17,8 @@ import { KubeletServer, type ServingCertificateSource } from '../server/server.t
 import { CriStatsProvider } from '../stats/cri-provider.ts';
 import { ProcHostStats } from '../stats/host.ts';
 import type { VolumeStatsSource } from '../stats/types.ts';
+import { diskUsernsHost } from '../userns/host.ts';
+import { UsernsManager } from '../userns/manager.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { parseQuantity } from '../util/quantity.ts';
@@ -81,6 +83,23 @@ export function runtimeConfigOf(
       cgroupParent: (pod: Pod) => podCgroups.cgroupParent(pod),
     }),
   };
+}
+
+/** The user namespace manager over the root directory's pods and the runtime's handlers. */
+export function usernsManagerOf(
+  options: KubeletOptions,
+  cri: CriClient,
+  logger: Logger,
+): UsernsManager {
+  return new UsernsManager({
+    host: diskUsernsHost({
+      rootDir: options.rootDir,
+      runtime: cri.runtime,
+      maxPods: options.maxPods,
+    }),
+    idsPerPod: options.userNamespacesIdsPerPod ?? null,
+    logger: logger.child({ component: 'userns' }),
+  });
 }
 
 export interface ServerWiring {

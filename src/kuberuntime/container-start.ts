@@ -286,6 +286,7 @@ async function attemptStart(
       mounts,
       deps.seccomp,
       pidTarget(pod, spec, runtime),
+      ctx.sandbox.linux?.securityContext?.namespaceOptions?.usernsOptions,
     );
     // volumeDevices: the pod's block volumes as devices (upstream's makeBlockVolumes).
     config.devices = containerDevices(spec, ctx.volumes);

@@ -14,6 +14,7 @@ import type { RuntimePodStatus } from '../container/pod-status.ts';
 import { stopContainerWithHooks, type StopDeps } from '../lifecycle/stop.ts';
 import { recordPodStarted, recordRunPodSandbox } from '../metrics/pod-metrics.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
+import type { UserNamespaceManager } from '../userns/types.ts';
 import type { Clock } from '../util/clock.ts';
 import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
 
@@ -40,6 +41,8 @@ export interface SandboxDeps {
   readonly clock: Clock;
   /** kubelet_started_pods_total, kubelet_run_podsandbox_duration_seconds and their errors. */
   readonly metrics?: KubeletMetrics;
+  /** Each pod's user namespace; without it a `hostUsers: false` pod is refused. */
+  readonly userns?: UserNamespaceManager;
 }
 
 /** The CRI runtime handler of the pod's RuntimeClass ('' for the runtime's default). */
@@ -116,8 +119,10 @@ export async function createPodSandbox(
   try {
     // Inside the try: a pod the config cannot be made for (an FQDN too long for the
     // kernel) is reported as a failed sandbox creation too.
-    const config = sandboxConfig(pod, attempt, deps.runtimeConfig);
     const handler = await runtimeHandler(deps.kube, pod, signal);
+    // A handler without user namespaces refuses a hostUsers: false pod here (upstream's words).
+    const userns = await deps.userns?.getOrCreateUserNamespaceMappings(pod, handler, signal);
+    const config = sandboxConfig(pod, attempt, deps.runtimeConfig, userns);
     const podSandboxId = await timedRunPodSandbox(deps, config, handler, signal);
     return { id: podSandboxId, config };
   } catch (err) {
@@ -131,6 +136,23 @@ export async function createPodSandbox(
     );
     return undefined;
   }
+}
+
+/**
+ * The config of the pod's running sandbox, which CreateContainer is given with each
+ * container: rebuilt as createPodSandbox made it, user namespace included (read back
+ * from the pod's recorded range after a restart).
+ */
+export async function runningSandboxConfig(
+  deps: SandboxDeps,
+  pod: Pod,
+  attempt: number,
+  signal: AbortSignal,
+): Promise<cri.PodSandboxConfig> {
+  // Only a hostUsers: false pod's user namespace depends on the handler: skip the lookup.
+  const handler = pod.spec?.hostUsers === false ? await runtimeHandler(deps.kube, pod, signal) : '';
+  const userns = await deps.userns?.getOrCreateUserNamespaceMappings(pod, handler, signal);
+  return sandboxConfig(pod, attempt, deps.runtimeConfig, userns);
 }
 
 /** Upstream's killContainer: preStop within the grace period, then StopContainer. */

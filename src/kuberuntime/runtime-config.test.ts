@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import { cri } from '../cri/index.ts';
+import { nodeUserNamespace, podUserNamespace } from '../userns/types.ts';
 import { podHostsFile } from './hosts-file.ts';
-import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
+import { containerConfig, sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
 
 const options: RuntimeConfigOptions = {
   podLogsDir: '/var/log/pods',
@@ -54,12 +56,84 @@ describe('the pod hostname in the sandbox and /etc/hosts', () => {
   });
 });
 
+const POD_NS = podUserNamespace(131072, 65536);
+
+function container(pod: Pod, c: Container, userns?: cri.UserNamespace): cri.ContainerConfig {
+  const mount = cri.Mount.fromPartial({ containerPath: '/data', hostPath: '/var/lib/x' });
+  return containerConfig(pod, c, 0, 'img', [], [mount], {}, undefined, userns);
+}
+
 describe('user namespaces', () => {
-  test('hostUsers: false is refused, never run in the host user namespace', () => {
-    assert.throws(() => sandboxConfig(pod({ hostUsers: false }), 0, options), {
-      code: 'BERTH_USERNS_UNSUPPORTED',
-      message: "can't set `spec.hostUsers: false`, berth does not create user namespaces yet",
-    });
-    assert.doesNotThrow(() => sandboxConfig(pod({ hostUsers: true }), 0, options));
+  test("the sandbox and its containers carry the pod's user namespace, mounts idmapped", () => {
+    const p = pod({ hostUsers: false });
+    const sc = sandboxConfig(p, 0, options, POD_NS).linux?.securityContext;
+    assert.deepEqual(sc?.namespaceOptions?.usernsOptions, POD_NS);
+    const c = container(p, { name: 'c' }, POD_NS);
+    assert.deepEqual(c.linux?.securityContext?.namespaceOptions?.usernsOptions, POD_NS);
+    assert.deepEqual(c.mounts[0]?.uidMappings, [{ hostId: 131072, containerId: 0, length: 65536 }]);
+    assert.deepEqual(c.mounts[0]?.gidMappings, [{ hostId: 131072, containerId: 0, length: 65536 }]);
+  });
+
+  test('hostUsers unset: the node user namespace, mounts as they are', () => {
+    const p = pod({});
+    const sc = sandboxConfig(p, 0, options, nodeUserNamespace()).linux?.securityContext;
+    assert.equal(sc?.namespaceOptions?.usernsOptions?.mode, cri.NamespaceMode.NODE);
+    const c = container(p, { name: 'c' }, nodeUserNamespace());
+    assert.deepEqual(c.mounts[0]?.uidMappings, []);
+  });
+
+  test('hostUsers: false without a pod user namespace is refused, never run in the host one', () => {
+    const p = pod({ hostUsers: false });
+    for (const userns of [undefined, nodeUserNamespace()]) {
+      assert.throws(() => sandboxConfig(p, 0, options, userns), { code: 'BERTH_USERNS_MISSING' });
+      assert.throws(() => container(p, { name: 'c' }, userns), { code: 'BERTH_USERNS_MISSING' });
+    }
+  });
+});
+
+describe('procMount', () => {
+  const masked = (c: cri.ContainerConfig) => c.linux?.securityContext?.maskedPaths ?? [];
+  const readonly = (c: cri.ContainerConfig) => c.linux?.securityContext?.readonlyPaths ?? [];
+
+  test('Unmasked in a user namespace pod: nothing masked or read-only', () => {
+    const c = container(
+      pod({ hostUsers: false }),
+      { name: 'c', securityContext: { procMount: 'Unmasked' } },
+      POD_NS,
+    );
+    assert.deepEqual(masked(c), []);
+    assert.deepEqual(readonly(c), []);
+  });
+
+  test('Default (or unset): the default masked and read-only paths', () => {
+    for (const procMount of ['Default', undefined]) {
+      const c = container(
+        pod({ hostUsers: false }),
+        { name: 'c', securityContext: { ...(procMount !== undefined && { procMount }) } },
+        POD_NS,
+      );
+      assert.ok(masked(c).includes('/proc/kcore'));
+      assert.ok(readonly(c).includes('/proc/sys'));
+    }
+  });
+
+  test("Unmasked on the host's user namespace, or an unknown type, is refused in the API's words", () => {
+    assert.throws(
+      () => container(pod({}), { name: 'c', securityContext: { procMount: 'Unmasked' } }),
+      {
+        code: 'BERTH_PROCMOUNT_INVALID',
+        message:
+          'securityContext.procMount: Invalid value: "Unmasked": `hostUsers` must be false to use `Unmasked`',
+      },
+    );
+    assert.throws(
+      () =>
+        container(
+          pod({ hostUsers: false }),
+          { name: 'c', securityContext: { procMount: 'Open' } },
+          POD_NS,
+        ),
+      { message: /^securityContext\.procMount: Unsupported value: "Open"/ },
+    );
   });
 });

@@ -117,9 +117,14 @@ function supplementalGroups(pod: Pod): bigint[] {
   return groups.map((g) => BigInt(g));
 }
 
-function namespaceOptions(pod: Pod): cri.NamespaceOption {
+/**
+ * The pod's namespaces; `userns` is the pod's user namespace from the userns manager
+ * (NODE, or POD with its mappings), absent where none is wired (tests).
+ */
+function namespaceOptions(pod: Pod, userns?: cri.UserNamespace): cri.NamespaceOption {
   const s = pod.spec;
   return cri.NamespaceOption.fromPartial({
+    ...(userns !== undefined && { usernsOptions: userns }),
     network: s?.hostNetwork === true ? cri.NamespaceMode.NODE : cri.NamespaceMode.POD,
     pid:
       s?.hostPID === true
@@ -145,22 +150,20 @@ function sandboxSeccomp(pod: Pod, o: SeccompOptions): cri.SecurityProfile | unde
   }
 }
 
+/**
+ * The pod's CRI sandbox config. `userns` is the pod's user namespace
+ * (UserNamespaceManager.getOrCreateUserNamespaceMappings); a `hostUsers: false` pod
+ * without one is refused, never run in the host's user namespace instead.
+ */
 export function sandboxConfig(
   pod: Pod,
   attempt: number,
   o: RuntimeConfigOptions,
+  userns?: cri.UserNamespace,
 ): cri.PodSandboxConfig {
   const meta = pod.metadata ?? {};
   const spec = pod.spec;
-  if (spec?.hostUsers === false) {
-    // Refused, never run in the host's user namespace instead: the pod asked to be
-    // isolated from it. Upstream's userns manager says it this way for a runtime
-    // without user namespaces; berth does not create them yet.
-    throw new BerthError(
-      'BERTH_USERNS_UNSUPPORTED',
-      "can't set `spec.hostUsers: false`, berth does not create user namespaces yet",
-    );
-  }
+  checkUserNamespace(pod, userns);
   const portMappings = (spec?.containers ?? []).flatMap((c) =>
     (c.ports ?? [])
       .filter((p) => p.hostPort !== undefined && p.hostPort > 0)
@@ -199,7 +202,7 @@ export function sandboxConfig(
     linux: {
       cgroupParent: o.cgroupParent?.(pod) ?? podCgroupParent(pod, o),
       securityContext: {
-        namespaceOptions: namespaceOptions(pod),
+        namespaceOptions: namespaceOptions(pod, userns),
         privileged,
         ...(spec?.securityContext?.runAsUser !== undefined && {
           runAsUser: { value: BigInt(spec.securityContext.runAsUser) },
@@ -215,6 +218,52 @@ export function sandboxConfig(
       ),
     },
   });
+}
+
+/** A hostUsers: false pod must have its own user namespace (never the host's). */
+function checkUserNamespace(pod: Pod, userns: cri.UserNamespace | undefined): void {
+  if (pod.spec?.hostUsers === false && userns?.mode !== cri.NamespaceMode.POD)
+    throw new BerthError(
+      'BERTH_USERNS_MISSING',
+      'Cannot run the pod without a user namespace of its own: it sets `spec.hostUsers: false`',
+    );
+}
+
+/**
+ * Whether the container asks for an unmasked /proc. The API server accepts `Unmasked`
+ * only with `hostUsers: false`; a pod that bypassed it (a static pod) gets its words.
+ */
+function procMountUnmasked(pod: Pod, c: Container): boolean {
+  const type = c.securityContext?.procMount;
+  if (type === undefined || type === 'Default') return false;
+  if (type !== 'Unmasked')
+    throw new BerthError(
+      'BERTH_PROCMOUNT_INVALID',
+      `securityContext.procMount: Unsupported value: "${type}": supported values: "Default", "Unmasked"`,
+    );
+  if (pod.spec?.hostUsers !== false)
+    throw new BerthError(
+      'BERTH_PROCMOUNT_INVALID',
+      'securityContext.procMount: Invalid value: "Unmasked": `hostUsers` must be false to use `Unmasked`',
+    );
+  return true;
+}
+
+/**
+ * In a pod user namespace every mount is idmapped with the pod's mappings (upstream's
+ * applyPlatformSpecificContainerConfig), so volume files owned by host root are the
+ * container's root's, and what the container writes lands as host root.
+ */
+function idmappedMounts(
+  mounts: readonly cri.Mount[],
+  userns: cri.UserNamespace | undefined,
+): cri.Mount[] {
+  if (userns?.mode !== cri.NamespaceMode.POD) return [...mounts];
+  return mounts.map((m) => ({
+    ...m,
+    uidMappings: userns.uids.map((x) => ({ ...x })),
+    gidMappings: userns.gids.map((x) => ({ ...x })),
+  }));
 }
 
 /** The CRI AppArmor profile, and the deprecated string form older runtimes read. */
@@ -287,12 +336,16 @@ export function containerConfig(
   options: ContainerConfigOptions = {},
   /** The container whose PID namespace to join (an ephemeral container's target). */
   pidTargetId?: string,
+  /** The pod's user namespace, as its sandbox has it. */
+  userns?: cri.UserNamespace,
 ): cri.ContainerConfig {
   const sc = container.securityContext;
   const privileged = sc?.privileged === true;
   const podSc = pod.spec?.securityContext;
   const runAsUser = sc?.runAsUser ?? podSc?.runAsUser;
   const runAsGroup = sc?.runAsGroup ?? podSc?.runAsGroup;
+  checkUserNamespace(pod, userns);
+  const unmasked = procMountUnmasked(pod, container);
   return cri.ContainerConfig.fromPartial({
     metadata: { name: container.name, attempt: restartCount },
     image: { image: imageRef, userSpecifiedImage: container.image ?? '' },
@@ -300,7 +353,7 @@ export function containerConfig(
     args: container.args ?? [],
     workingDir: container.workingDir ?? '',
     envs: [...env],
-    mounts: [...mounts],
+    mounts: idmappedMounts(mounts, userns),
     labels: containerLabels(pod, container),
     annotations: containerAnnotations(pod, container, { restartCount }),
     logPath: containerLogPath(container.name, restartCount),
@@ -313,8 +366,12 @@ export function containerConfig(
         privileged,
         namespaceOptions:
           pidTargetId === undefined
-            ? namespaceOptions(pod)
-            : { ...namespaceOptions(pod), pid: cri.NamespaceMode.TARGET, targetId: pidTargetId },
+            ? namespaceOptions(pod, userns)
+            : {
+                ...namespaceOptions(pod, userns),
+                pid: cri.NamespaceMode.TARGET,
+                targetId: pidTargetId,
+              },
         ...(runAsUser !== undefined && { runAsUser: { value: BigInt(runAsUser) } }),
         ...(runAsGroup !== undefined && { runAsGroup: { value: BigInt(runAsGroup) } }),
         readonlyRootfs: sc?.readOnlyRootFilesystem === true,
@@ -326,8 +383,10 @@ export function containerConfig(
         supplementalGroups: supplementalGroups(pod),
         seccomp: seccompProfile(sc?.seccompProfile ?? podSc?.seccompProfile, options),
         ...appArmorFields(appArmorProfileOf(pod, container)),
-        maskedPaths: privileged ? [] : MASKED_PATHS,
-        readonlyPaths: privileged ? [] : READONLY_PATHS,
+        // procMount Unmasked: no masked or read-only /proc paths (upstream's
+        // ConvertToRuntimeMaskedPaths); the user namespace keeps the host's /proc safe.
+        maskedPaths: privileged || unmasked ? [] : MASKED_PATHS,
+        readonlyPaths: privileged || unmasked ? [] : READONLY_PATHS,
       },
     },
   });

@@ -20,6 +20,7 @@ import { HandlerRunner } from '../lifecycle/handler.ts';
 import { runPostStart, type StopDeps } from '../lifecycle/stop.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { Pleg } from '../pleg/types.ts';
+import type { UserNamespaceManager } from '../userns/types.ts';
 import type { ProbeResultsReader } from '../prober/types.ts';
 import type { WaitingReason } from '../status/generate.ts';
 import type { Backoff } from '../util/backoff.ts';
@@ -34,9 +35,15 @@ import {
 import { pullImageVolumes } from './image-volumes.ts';
 import { computePodActions, containerBackoffKey } from './plan.ts';
 import { writeEtcHosts } from './pod-dirs.ts';
-import { createPodSandbox, killContainer, killPod, specContainer } from './pod-sandbox.ts';
+import {
+  createPodSandbox,
+  killContainer,
+  killPod,
+  runningSandboxConfig,
+  specContainer,
+} from './pod-sandbox.ts';
 import type { PodResizer } from './resizer.ts';
-import { sandboxConfig, type RuntimeConfigOptions } from './runtime-config.ts';
+import type { RuntimeConfigOptions } from './runtime-config.ts';
 import type { RuntimeStatusReader } from './runtime-status.ts';
 
 export interface RuntimeManagerOptions {
@@ -63,6 +70,8 @@ export interface RuntimeManagerOptions {
   readonly metrics?: KubeletMetrics;
   /** In-place resize: allocated resources, actuation, resize conditions. */
   readonly resize?: PodResizer;
+  /** Each pod's user namespace (`hostUsers`); without it a `hostUsers: false` pod is refused. */
+  readonly userns?: UserNamespaceManager;
 }
 
 /**
@@ -228,7 +237,6 @@ export class KubeRuntimeManager {
       runtime = await this.getPodStatus(pod, signal);
     }
     if (sandboxId === undefined) return { outcome: 'no-sandbox', podStatus: runtime };
-    sandbox ??= sandboxConfig(pod, plan.attempt, this.#o.runtimeConfig);
     // Upstream's step 6: resize the pod cgroup and running containers, then start.
     if (resize !== undefined && !plan.killPod) {
       const killed = new Set(plan.containersToKill.map((k) => k.name));
@@ -242,6 +250,8 @@ export class KubeRuntimeManager {
       plan.initContainersToStart.length +
       plan.containersToStart.length;
     if (starting > 0) {
+      const podSandbox =
+        sandbox ?? (await runningSandboxConfig(this.#o, pod, plan.attempt, signal));
       const secrets = await pullSecrets(signal);
       const podIPs = runtime.sandboxes.find((s) => s.id === sandboxId)?.ips ?? [];
       const hosts = await writeEtcHosts(this.#o.rootDir, uid, this.#o.hostsFile(pod, podIPs));
@@ -251,7 +261,7 @@ export class KubeRuntimeManager {
         this.#o.images,
         pod,
         secrets,
-        sandbox,
+        podSandbox,
         podRef(pod),
         signal,
       );
@@ -267,7 +277,7 @@ export class KubeRuntimeManager {
             spec,
             runtime,
             sandboxId,
-            sandbox,
+            sandbox: podSandbox,
             podIPs,
             secrets,
             volumes,
