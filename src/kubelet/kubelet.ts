@@ -39,7 +39,7 @@ import { ServiceLister } from './service-lister.ts';
 import { createVolumeStack, type VolumeStack } from './volume-stack.ts';
 import { CsiDriverRegistryImpl, type CsiDriverStore } from '../csi/registry.ts';
 import { PodSync } from './pod-sync.ts';
-import { kubeletServerOf, runtimeConfigOf } from './wiring.ts';
+import { kubeletServerOf, runtimeConfigOf, usernsManagerOf } from './wiring.ts';
 import { RuntimeStatusReader } from '../kuberuntime/runtime-status.ts';
 import { StaticPods } from './static-pods.ts';
 import { podConsumer } from './pod-consumer.ts';
@@ -176,6 +176,7 @@ export class Kubelet {
     const imageBackoff = new Backoff(clock, POD_BACKOFF);
     const crashBackoff = new Backoff(clock, POD_BACKOFF);
     const reader = new RuntimeStatusReader(cri.runtime);
+    const userns = usernsManagerOf(options, cri, logger);
     this.resize = resizeStackOf({
       ...{ rootDir: options.rootDir, runtime: cri.runtime, podCgroups: this.podCgroups },
       ...{ node: () => this.nodeStatus.node, pods: () => this.static.config.pods() },
@@ -241,6 +242,7 @@ export class Kubelet {
       ...(metrics !== undefined && { metrics }),
       ...(this.containerLogs !== undefined && { containerLogs: this.containerLogs }),
       resize: this.resize.resizer,
+      userns,
       onPodGone: (uid) => {
         this.volumes.tokens.deletePodTokens(uid);
         this.volumes.podCertificates?.forgetPod(uid);
@@ -379,6 +381,7 @@ export class Kubelet {
       volumes: this.volumes.volumes,
       ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
       allocations: this.resize,
+      userns,
       runtimeCaches: [reader],
       backoffs: [crashBackoff, imageBackoff],
       ...(options.podHousekeepingPeriodMs !== undefined && {
