@@ -40,6 +40,18 @@ const SICK_HTTPD = [
   ].join(' && '),
 ];
 
+// busybox httpd whose /cgi-bin/ready stamps every probe into /tmp/probed and answers 200.
+const READY_HTTPD = [
+  'sh',
+  '-c',
+  [
+    'mkdir -p /www/cgi-bin',
+    `printf '%s\\n' '#!/bin/sh' 'date +%s >> /tmp/probed' 'printf "Content-Type: text/plain\\r\\n\\r\\nok\\n"' > /www/cgi-bin/ready`,
+    'chmod +x /www/cgi-bin/ready',
+    'exec httpd -f -p 8080 -h /www',
+  ].join(' && '),
+];
+
 describe('probes on berth with containerd2', () => {
   let cluster: Cluster;
   let berth: BerthNode;
@@ -148,28 +160,18 @@ describe('probes on berth with containerd2', () => {
   test('httpGet readiness on a named port and tcpSocket liveness against httpd', async () => {
     await applyJson(
       cluster,
-      probedPod(
-        cluster,
-        'ready-http',
-        node,
-        [
-          'sh',
-          '-c',
-          'mkdir -p /www && echo ok > /www/index.html && exec busybox httpd -f -p 8080 -h /www',
-        ],
-        {
-          ports: [{ name: 'http', containerPort: 8080 }],
-          readinessProbe: {
-            httpGet: {
-              path: '/index.html',
-              port: 'http',
-              httpHeaders: [{ name: 'X-Probe', value: '1' }],
-            },
-            periodSeconds: 1,
+      probedPod(cluster, 'ready-http', node, READY_HTTPD, {
+        ports: [{ name: 'http', containerPort: 8080 }],
+        readinessProbe: {
+          httpGet: {
+            path: '/cgi-bin/ready',
+            port: 'http',
+            httpHeaders: [{ name: 'X-Probe', value: '1' }],
           },
-          livenessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1, failureThreshold: 1 },
+          periodSeconds: 1,
         },
-      ),
+        livenessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1, failureThreshold: 1 },
+      }),
     );
     const ready = await waitForPod(
       cluster,
@@ -179,8 +181,16 @@ describe('probes on berth with containerd2', () => {
       (p) => condition(p, 'Ready') === 'True',
     );
     assert.equal(ready.status?.containerStatuses?.[0]?.ready, true);
-    // A few liveness periods later the container is still the first one.
-    await new Promise((r) => setTimeout(r, 3000));
+    // Three more readiness probes (as many liveness periods) later, the container is
+    // still the first one: counted in the container, not slept.
+    const probes = async (): Promise<number> =>
+      Number(
+        await cluster.kubectl(['exec', 'ready-http', '--', 'sh', '-c', 'wc -l < /tmp/probed']),
+      );
+    const seen = await probes();
+    await eventually('three more readiness probes', async () =>
+      (await probes()) >= seen + 3 ? true : undefined,
+    );
     const later = await getPod(cluster, 'default', 'ready-http');
     assert.equal(later?.status?.containerStatuses?.[0]?.restartCount, 0);
     assert.equal(condition(later ?? {}, 'Ready'), 'True');
