@@ -82,7 +82,7 @@ describe('NodeStatusManager', () => {
     await h.manager.syncOnce(live());
     const images = h.client.objects<Node>(NODES)[0]?.status?.images ?? [];
     assert.equal(images.length, 1);
-    assert.ok(images[0]?.names.includes('registry.test/big:1'), JSON.stringify(images));
+    assert.ok(images[0]?.names?.includes('registry.test/big:1') === true, JSON.stringify(images));
     assert.equal(images[0]?.sizeBytes, 9_000_000);
 
     const none = harness(0);
