@@ -9,7 +9,7 @@
 import type { Container, Pod, Secret } from 'kubernetes-types/core/v1.js';
 import { CriError, cri, type CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
-import type { ImageManager } from '../images/manager.ts';
+import type { ImageEnsurer } from '../images/types.ts';
 import {
   recordContainerStarted,
   recordImageVolumeMounts,
@@ -76,7 +76,7 @@ export type PostStartRunner = (
 
 export interface ContainerStartDeps {
   readonly cri: CriClient;
-  readonly images: ImageManager;
+  readonly images: ImageEnsurer;
   readonly recorder: EventRecorder;
   readonly crashBackoff: Backoff;
   readonly rootDir: string;

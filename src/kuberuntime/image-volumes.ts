@@ -20,7 +20,7 @@
 import type { Container, Pod, Secret, Volume, VolumeMount } from 'kubernetes-types/core/v1.js';
 import { cri } from '../cri/index.ts';
 import type { EventTarget } from '../events/types.ts';
-import type { EnsureImageResult, ImageFailureReason, ImageManager } from '../images/manager.ts';
+import type { EnsureImageResult, ImageEnsurer, ImageFailureReason } from '../images/types.ts';
 import { BerthError } from '../util/errors.ts';
 import { expandSubPathExpr, validateSubPath } from '../volumes/subpath.ts';
 
@@ -57,7 +57,7 @@ export function imageSource(v: Volume): ImageVolumeSource | undefined {
  * them wait.
  */
 export async function pullImageVolumes(
-  images: Pick<ImageManager, 'ensureImage'>,
+  images: ImageEnsurer,
   pod: Pod,
   secrets: readonly Secret[],
   sandbox: cri.PodSandboxConfig | undefined,

@@ -13,7 +13,7 @@ import { podDescription } from '../container/format.ts';
 import type { RuntimePodStatus } from '../container/pod-status.ts';
 import { containerTarget, podTarget } from '../events/targets.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
-import type { ImageManager } from '../images/manager.ts';
+import type { ImageEnsurer } from '../images/types.ts';
 import type { KubeClient } from '../kube/types.ts';
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { HandlerRunner } from '../lifecycle/handler.ts';
@@ -51,7 +51,7 @@ export interface RuntimeManagerOptions {
   readonly kube: KubeClient;
   readonly pleg: Pleg;
   readonly reader: RuntimeStatusReader;
-  readonly images: ImageManager;
+  readonly images: ImageEnsurer;
   readonly recorder: EventRecorder;
   readonly clock: Clock;
   readonly logger: Logger;
