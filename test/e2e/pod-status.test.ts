@@ -107,7 +107,11 @@ describe('pod status on berth (upstream conformance rules)', () => {
         initContainers: [
           container('side', ['sleep', '3600'], {
             restartPolicy: 'Always',
-            readinessProbe: { exec: { command: ['false'] }, periodSeconds: 1 },
+            // Fails, stamping each run so the test counts probes rather than sleeping.
+            readinessProbe: {
+              exec: { command: ['sh', '-c', 'date +%s >> /tmp/probed; false'] },
+              periodSeconds: 1,
+            },
           }),
         ],
         containers: [container('app', ['sleep', '3600'])],
@@ -120,9 +124,19 @@ describe('pod status on berth (upstream conformance rules)', () => {
       'app running',
       (x) => x.status?.containerStatuses?.[0]?.state?.running !== undefined,
     );
-    // Several probe periods: the pod must stay unready all along.
-    for (let i = 0; i < 4; i++) {
-      await new Promise((r) => setTimeout(r, 1000));
+    // Four more probes of the sidecar: the pod must stay unready all along.
+    const probes = async (): Promise<number> =>
+      Number(
+        await cluster.kubectl([
+          ...['exec', 'sidecar-unready', '-c', 'side', '--'],
+          ...['sh', '-c', 'cat /tmp/probed 2>/dev/null | wc -l'],
+        ]),
+      );
+    const first = await probes();
+    const deadline = Date.now() + 60_000;
+    for (let seen = first; seen < first + 4; seen = await probes()) {
+      assert.ok(Date.now() < deadline, `the sidecar's probe stopped at ${String(seen)} runs`);
+      await new Promise((r) => setTimeout(r, 250));
       const now = await getPod(cluster, 'default', 'sidecar-unready');
       assert.equal(now?.status?.initContainerStatuses?.[0]?.ready, false);
       assert.equal(now && cond(now, 'Ready')?.status, 'False');
