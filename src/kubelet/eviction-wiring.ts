@@ -19,7 +19,7 @@ import type { PodWorkers } from '../podworkers/pod-workers.ts';
 import { CriStatsProvider } from '../stats/cri-provider.ts';
 import { ProcHostStats } from '../stats/host.ts';
 import type { VolumeStatsSource } from '../stats/types.ts';
-import type { StatusManager } from '../status/manager.ts';
+import type { PodStatusManager } from '../status/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import { parseQuantity } from '../util/quantity.ts';
@@ -44,7 +44,7 @@ export interface EvictionWiring {
   readonly pods: () => ReadonlyMap<string, Pod>;
   readonly isRejected: (uid: string) => boolean;
   readonly podWorkers: () => PodWorkers;
-  readonly status: () => StatusManager;
+  readonly status: () => PodStatusManager;
   /** The node's memory capacity (status.capacity.memory), once registered. */
   readonly memoryCapacity: () => string | undefined;
   /** Removes dead containers and sandboxes nothing needs (housekeeping's container GC). */

@@ -18,7 +18,7 @@ import type {
   ShutdownGracePeriodByPodPriority,
 } from '../nodeshutdown/types.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
-import type { StatusManager } from '../status/manager.ts';
+import type { PodStatusManager } from '../status/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 
@@ -33,7 +33,7 @@ export interface NodeShutdownWiringDeps {
   readonly nodeName: string;
   readonly pods: () => ReadonlyMap<string, Pod>;
   readonly podWorkers: () => PodWorkers;
-  readonly status: () => StatusManager;
+  readonly status: () => PodStatusManager;
   readonly syncNodeStatus: (signal: AbortSignal) => Promise<unknown>;
   readonly recorder: EventRecorder;
   readonly clock: Clock;
@@ -55,7 +55,7 @@ const TERMINATION_POLL_MS = 100;
  */
 export function killPodNow(
   podWorkers: () => PodWorkers,
-  status: () => StatusManager,
+  status: () => PodStatusManager,
   clock: Clock,
 ): KillPodFunc {
   return async (pod, gracePeriodSeconds, amend, signal) => {

@@ -10,7 +10,7 @@ import { isStaticPod } from '../admission/predicates.ts';
 import type { KubeClient } from '../kube/types.ts';
 import type { PodSourceConsumer } from '../podsource/types.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
-import type { StatusManager } from '../status/manager.ts';
+import type { PodStatusManager } from '../status/types.ts';
 import type { Logger } from '../util/logger.ts';
 import type { VolumeStack } from './volume-stack.ts';
 import { deleteRejectedPod } from './kubelet-util.ts';
@@ -22,7 +22,7 @@ export interface PodConsumerDeps {
   readonly admission: () => PodAdmission;
   readonly volumes: () => VolumeStack;
   readonly podWorkers: () => PodWorkers;
-  readonly status: () => StatusManager;
+  readonly status: () => PodStatusManager;
   /** Records allocations and decides resizes (in-place pod resize). */
   readonly allocation?: () => PodAllocationManager;
 }

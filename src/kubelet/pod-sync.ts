@@ -18,11 +18,11 @@ import { recordPodStartDuration } from '../metrics/pod-metrics.ts';
 import type { PodSyncer, SyncResult } from '../podworkers/types.ts';
 import type { ProbeManager } from '../prober/types.ts';
 import { generatePodStatus, type WaitingReason } from '../status/generate.ts';
-import type { StatusManager } from '../status/manager.ts';
+import type { PodStatusManager } from '../status/types.ts';
 import { VolumeError, type PodVolumes } from '../volumes/types.ts';
 
 export interface PodSyncOptions extends RuntimeManagerOptions {
-  readonly status: StatusManager;
+  readonly status: PodStatusManager;
   readonly runtimeName: () => string;
   readonly hostIPs: readonly string[];
   /** Probe workers and results; without it no probe runs and every probe counts as passed. */
