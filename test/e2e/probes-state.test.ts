@@ -23,6 +23,17 @@ import {
 } from '../harness/kube-helpers.ts';
 import { fetchLocal } from '../harness/net.ts';
 
+/** An exec probe command that stamps each run into /tmp/probed, then runs `check`. */
+const stamped = (check: string): string[] => ['sh', '-c', `date +%s >> /tmp/probed; ${check}`];
+
+/** How many times the stamped probes of the pod's container have run. */
+async function probeRuns(cluster: Cluster, pod: string): Promise<number> {
+  const out = await cluster.kubectl([
+    ...['exec', pod, '--', 'sh', '-c', 'cat /tmp/probed 2>/dev/null | wc -l'],
+  ]);
+  return Number(out);
+}
+
 const condition = (pod: Pod, type: string) => pod.status?.conditions?.find((c) => c.type === type);
 
 /**
@@ -218,7 +229,7 @@ describe('probe state on berth with containerd2', () => {
     await applyJson(
       cluster,
       probedPod(cluster, 'steady', node, ['sh', '-c', 'touch /tmp/ready; sleep 3600'], {
-        readinessProbe: { exec: { command: ['cat', '/tmp/ready'] }, periodSeconds: 10 },
+        readinessProbe: { exec: { command: stamped('cat /tmp/ready') }, periodSeconds: 10 },
       }),
     );
     await applyJson(
@@ -230,7 +241,7 @@ describe('probe state on berth with containerd2', () => {
           periodSeconds: 1,
           failureThreshold: 2,
         },
-        readinessProbe: { exec: { command: ['cat', '/tmp/once'] }, periodSeconds: 10 },
+        readinessProbe: { exec: { command: stamped('cat /tmp/once') }, periodSeconds: 10 },
       }),
     );
     for (const name of ['steady', 'started'])
@@ -250,6 +261,8 @@ describe('probe state on berth with containerd2', () => {
           watch.ready('steady').length > 0 && watch.ready('started').length > 0 ? true : undefined,
         ),
       );
+      const before = new Map<string, number>();
+      for (const name of ['steady', 'started']) before.set(name, await probeRuns(cluster, name));
       berth = await berth.restart();
       const healthz = Number(
         /^healthzPort: (\d+)$/m.exec(await readFile(berth.configFile, 'utf8'))?.[1],
@@ -257,8 +270,13 @@ describe('probe state on berth with containerd2', () => {
       await eventually('berth healthy after its restart', async () =>
         (await fetchLocal(`http://127.0.0.1:${healthz}/healthz`)).status === 200 ? true : undefined,
       );
-      // Past the first probe of every container after the restart.
-      await new Promise((r) => setTimeout(r, 15_000));
+      // Past the first readiness probe of every container after the restart, and one
+      // period more: a kubelet that forgot the results would have written NotReady in
+      // the window before that first probe, and its write would have reached the watch.
+      for (const name of ['steady', 'started'])
+        await eventually(`two readiness probes of ${name} after the restart`, async () =>
+          (await probeRuns(cluster, name)) >= (before.get(name) ?? 0) + 2 ? true : undefined,
+        );
       for (const name of ['steady', 'started']) {
         assert.deepEqual(runsOf(watch.ready(name)), ['1/1'], `${name} never left 1/1`);
         const pod = await getPod(cluster, 'default', name);
