@@ -31,7 +31,6 @@ import type { AllocationManager, ResizeDecision, ResourceState } from './types.t
 export const INITIAL_RETRY_DELAY_MS = 30_000;
 export const RETRY_DELAY_MS = 180_000;
 
-export const TRIGGER_POD_RESIZED = 'pod_resized';
 export const TRIGGER_POD_UPDATED = 'pod_updated';
 export const TRIGGER_PODS_ADDED = 'pods_added';
 export const TRIGGER_PODS_REMOVED = 'pods_removed';

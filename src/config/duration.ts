@@ -80,15 +80,6 @@ export function parseGoDuration(text: string): number {
   return Number(ns / 1_000_000n) + Number(ns % 1_000_000n) / 1e6;
 }
 
-/** Like parseGoDuration, but undefined instead of throwing. */
-export function tryParseGoDuration(text: string): number | undefined {
-  try {
-    return parseGoDuration(text);
-  } catch {
-    return undefined;
-  }
-}
-
 function trimFraction(digits: string): string {
   return digits.replace(/0+$/, '');
 }

@@ -111,13 +111,6 @@ export interface Environment {
   readonly errors: InvalidEnvKeysError[];
 }
 
-const ENV_VAR_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
-
-/** Upstream's IsEnvVarName: `[-._a-zA-Z][-._a-zA-Z0-9]*`, and not `.`, `..` or `..*`. */
-export function isEnvVarName(name: string): boolean {
-  return ENV_VAR_NAME.test(name) && name !== '.' && !name.startsWith('..');
-}
-
 /**
  * A name the process environment can carry at all: printable ASCII without `=`
  * (upstream's relaxed validation, which the apiserver may already accept in env[]).

@@ -250,15 +250,6 @@ class Ring<T> {
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
 
-/** Writes the records of one log file to `out` as requested; resolves when done (or aborted). */
-export async function streamLogs(
-  file: FileHandle,
-  out: Writable,
-  o: StreamLogsOptions,
-): Promise<void> {
-  await streamLogFiles(ContainerLogFiles.single(file), out, o);
-}
-
 /** Writes a container log (rotated files, then the live one, then followed) to `out`. */
 export async function streamLogFiles(
   files: ContainerLogFiles,

@@ -16,7 +16,7 @@ import {
 } from './auth.ts';
 import { HttpError, parseLogOptions, parseTarget } from './handlers.ts';
 import { CriLogParser, recordContent, recordTimestamp } from '../logs/cri-format.ts';
-import { streamLogs, type LogOptions } from './logs.ts';
+import { ContainerLogFiles, streamLogFiles, type LogOptions } from './logs.ts';
 
 const LOG = [
   '2026-01-01T00:00:01.000000001Z stdout F one',
@@ -35,7 +35,7 @@ async function render(options: Partial<LogOptions>): Promise<string> {
     const chunks: Buffer[] = [];
     out.on('data', (c: Buffer) => chunks.push(c));
     try {
-      await streamLogs(fh, out, {
+      await streamLogFiles(ContainerLogFiles.single(fh), out, {
         follow: false,
         timestamps: false,
         ...options,

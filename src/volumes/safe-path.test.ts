@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { SystemMounter } from './mounter.ts';
-import { relativeComponents, safeMkdirAll, safeOpen, safeRemoveAll } from './safe-path.ts';
+import { relativeComponents, safeOpen, safeRemoveAll } from './safe-path.ts';
 import { VolumeError } from './types.ts';
 
 function code(c: string): (err: unknown) => boolean {
@@ -112,31 +112,6 @@ describe('safe-path', () => {
       } finally {
         await p.close();
       }
-    });
-  });
-
-  describe('safeMkdirAll', () => {
-    it('creates missing directories with the exact mode', async () => {
-      const old = process.umask(0o077);
-      try {
-        await safeMkdirAll(root, 'a/new/deeper', 0o755);
-      } finally {
-        process.umask(old);
-      }
-      assert.equal((await stat(path.join(root, 'a/new/deeper'))).mode & 0o7777, 0o755);
-      assert.equal((await stat(path.join(root, 'a/new'))).mode & 0o7777, 0o755);
-    });
-
-    it('creates nothing outside the root through a symlink', async () => {
-      await symlink('../outside', path.join(root, 'out'));
-      await symlink(outside, path.join(root, 'abs'));
-      await assert.rejects(safeMkdirAll(root, 'out/x', 0o755), code('BERTH_VOLUME_PATH_ESCAPE'));
-      await assert.rejects(safeMkdirAll(root, 'abs/x', 0o755), code('BERTH_VOLUME_PATH_ESCAPE'));
-      assert.deepEqual(await readdir(outside), ['canary']);
-    });
-
-    it('refuses when the path exists as a file', async () => {
-      await assert.rejects(safeMkdirAll(root, 'a/b/f', 0o755), code('BERTH_VOLUME_INVALID'));
     });
   });
 

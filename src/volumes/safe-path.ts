@@ -192,19 +192,6 @@ export async function safeOpen(
   }
 }
 
-/**
- * Creates the missing directories of `rel` under `root` with `mode` (exactly, whatever
- * the umask), with the same rules as safeOpen: nothing is created outside the root.
- */
-export async function safeMkdirAll(root: string, rel: string, mode: number): Promise<void> {
-  const p = await safeOpen(root, rel, { createMode: mode, what: `path \`${rel}\`` });
-  const isDir = p.isDirectory;
-  await p.close();
-  if (!isDir) {
-    throw new VolumeError('BERTH_VOLUME_INVALID', `path \`${rel}\` exists and is not a directory`);
-  }
-}
-
 export interface SafeRemoveOptions {
   /** Mount table source (default /proc/self/mountinfo); tests inject the fake's. */
   readonly listMounts?: () => Promise<MountEntry[]>;
