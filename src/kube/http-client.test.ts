@@ -326,6 +326,68 @@ describe('HttpKubeClient over HTTP', () => {
     await limited.close();
   });
 
+  test('429 and 5xx with Retry-After are waited out and sent again, up to 10 times', async () => {
+    const clock = new FakeClock();
+    const retrying = make({ clock });
+    /** Runs `op` while moving the fake clock a second at a time. */
+    const driving = async <T>(op: Promise<T>): Promise<T> => {
+      let done = false;
+      const settled = op.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      );
+      void settled.then(() => (done = true));
+      while (!done) {
+        await new Promise((r) => setTimeout(r, 5));
+        await clock.advance(1000);
+      }
+      const outcome = await settled;
+      if ('error' in outcome) throw outcome.error;
+      return outcome.value;
+    };
+    let answers: { code: number; retryAfter?: string }[] = [];
+    handler = (_req, res) => {
+      const next = answers.shift() ?? { code: 200 };
+      if (next.code === 200) {
+        json(res, 200, { metadata: { name: 'x' } });
+        return;
+      }
+      res.setHeader('content-type', 'application/json');
+      if (next.retryAfter !== undefined) res.setHeader('retry-after', next.retryAfter);
+      res.writeHead(next.code);
+      res.end(JSON.stringify(status(next.code, 'TooManyRequests', 'slow down')));
+    };
+    answers = [
+      { code: 429, retryAfter: '1' },
+      { code: 503, retryAfter: '2' },
+    ];
+    const t0 = clock.now();
+    await driving(retrying.create(cms, { metadata: { name: 'x' } }));
+    assert.equal(seen.length, 3, 'sent three times');
+    assert.ok(clock.now() - t0 >= 3000, 'waited the 1 s and the 2 s asked for');
+    assert.equal(seen[2]?.body, seen[0]?.body, 'the body sent again');
+    // Without Retry-After (or with a date, which client-go does not read either): the error.
+    seen = [];
+    answers = [{ code: 429 }];
+    await assert.rejects(retrying.get(cms, 'x'), { status: 429 });
+    answers = [{ code: 500, retryAfter: 'Wed, 21 Oct 2026 07:28:00 GMT' }];
+    await assert.rejects(retrying.get(cms, 'x'), { status: 500 });
+    assert.equal(seen.length, 2);
+    // Eleven in a row: ten retries, then the error.
+    seen = [];
+    answers = Array.from({ length: 11 }, () => ({ code: 429, retryAfter: '0' }));
+    await assert.rejects(driving(retrying.get(cms, 'x')), { status: 429 });
+    assert.equal(seen.length, 11);
+    // Aborted while waiting: the caller's reason.
+    answers = [{ code: 429, retryAfter: '30' }];
+    const controller = new AbortController();
+    const pending = retrying.get(cms, 'x', { signal: controller.signal });
+    await new Promise((r) => setTimeout(r, 20));
+    controller.abort(new Error('stop'));
+    await assert.rejects(pending, /stop/);
+    await retrying.close();
+  });
+
   describe('watch', () => {
     const lines = (...events: unknown[]): string =>
       events.map((e) => `${JSON.stringify(e)}\n`).join('');

@@ -9,6 +9,8 @@
  *   is then closed.
  * - A client-side token bucket (kubeAPIQPS / kubeAPIBurst): every request, and the
  *   start of every watch, takes one token; a running watch holds none.
+ * - An answer of 429 or 5xx with Retry-After is waited out (on the injected clock) and
+ *   the request sent again, up to 10 times, as client-go's rest client does.
  * - Errors: an answer other than 2xx becomes `KubeApiError` from its metav1.Status;
  *   a transport failure is status 0, reason Unknown, with the cause. Aborting through
  *   the caller's signal rejects with the signal's reason (a watch just ends).
@@ -25,7 +27,13 @@ import { lines, parseEvent } from './watch-stream.ts';
 import { queryString, resourceUrlPath } from './paths.ts';
 import { TokenBucket } from './rate-limiter.ts';
 import { drain, Endpoint, readText } from './transport.ts';
-import { errorFromStatus, isStatus, statusFromWatchError } from './status.ts';
+import {
+  errorFromStatus,
+  isStatus,
+  MAX_RETRY_AFTER_RETRIES,
+  retryAfterMs,
+  statusFromWatchError,
+} from './status.ts';
 import {
   KubeApiError,
   type DeleteOptions,
@@ -239,7 +247,27 @@ export class HttpKubeClient implements KubeClient {
     return this.#connection;
   }
 
+  /**
+   * Sends the request; an answer of 429 or 5xx with Retry-After is waited out and the
+   * request sent again, up to 10 times, as client-go's rest client does: the apiserver
+   * sheds load that way, and a caller's own back-off (a reflector's, up to 30 s) would
+   * otherwise keep it away long after the overload ended.
+   */
   async #send(method: Method, path: string, o: SendOptions): Promise<Sent> {
+    for (let retries = 0; ; retries++) {
+      const sent = await this.#sendOnce(method, path, o, retries < MAX_RETRY_AFTER_RETRIES);
+      if (typeof sent !== 'number') return sent;
+      await this.#clock.sleep(sent, o.signal);
+    }
+  }
+
+  /** One attempt; a number is the wait the server asked for before the next (when `mayRetry`). */
+  async #sendOnce(
+    method: Method,
+    path: string,
+    o: SendOptions,
+    mayRetry: boolean,
+  ): Promise<Sent | number> {
     if (this.#closed) {
       throw new BerthError('BERTH_KUBE_CLOSED', `Cannot ${method} ${path} as the client is closed`);
     }
@@ -271,6 +299,11 @@ export class HttpKubeClient implements KubeClient {
       throw new KubeApiError(0, 'Unknown', `${context}: ${errorText(err)}`, { cause: err });
     }
     const code = res.statusCode ?? 0;
+    const waitMs = mayRetry ? retryAfterMs(code, res.headers['retry-after']) : undefined;
+    if (waitMs !== undefined) {
+      await drain(res).catch(() => undefined);
+      return waitMs;
+    }
     if (code < 200 || code > 299) {
       let text = '';
       try {

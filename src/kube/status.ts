@@ -118,3 +118,21 @@ export function failureStatus(
     code,
   };
 }
+
+/** How many times one request is sent again when the server says when (client-go's maxRetries). */
+export const MAX_RETRY_AFTER_RETRIES = 10;
+
+/**
+ * The wait the server asked for before this request is sent again, as client-go's
+ * checkWait reads it: only on 429 and 5xx, and only with a Retry-After header in whole
+ * seconds (the apiserver's overload and shutdown answers carry one). Undefined: do not
+ * retry, the answer is the error.
+ */
+export function retryAfterMs(
+  statusCode: number,
+  retryAfter: string | string[] | undefined,
+): number | undefined {
+  if (statusCode !== 429 && statusCode < 500) return undefined;
+  if (typeof retryAfter !== 'string' || !/^\d+$/.test(retryAfter.trim())) return undefined;
+  return Number(retryAfter.trim()) * 1000;
+}
