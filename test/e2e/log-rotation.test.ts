@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
@@ -91,8 +91,21 @@ describe('container log rotation on containerd2', () => {
       100,
     );
     assert.equal(child.exitCode, null, `kubectl logs -f ended early: ${err}`);
-    // Let the follower catch up with the last rotation before stopping it.
-    await new Promise((r) => setTimeout(r, 3000));
+    // The follower is past the last rotation once it printed a line the live file holds
+    // (a CRI record: time, stream, tag, then the text).
+    const live = (await readFile(join(logDir, '0.log'), 'utf8')).split('\n', 1)[0] ?? '';
+    const firstLive = Number(live.split(' ').slice(3).join(' '));
+    assert.ok(Number.isInteger(firstLive), `not a number in 0.log: ${live}`);
+    await eventually(
+      'the follower reading the live file',
+      () => {
+        const complete = out.slice(0, out.lastIndexOf('\n'));
+        const last = Number(complete.slice(complete.lastIndexOf('\n') + 1));
+        return Promise.resolve(last >= firstLive ? true : undefined);
+      },
+      60_000,
+      100,
+    );
     child.kill('SIGTERM');
     follower = undefined;
 
