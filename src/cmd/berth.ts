@@ -280,7 +280,6 @@ async function main(argv: readonly string[]): Promise<number> {
       maxPods: k.podsPerCore > 0 ? Math.min(k.maxPods, k.podsPerCore * cpus().length) : k.maxPods,
       kubeletPort: k.port,
       syncFrequencyMs: k.syncFrequencyMs,
-      podHousekeepingPeriodMs: k.podHousekeepingPeriodMs,
       volumeStatsAggPeriodMs: k.volumeStatsAggPeriodMs,
       nodeStatusUpdateFrequencyMs: k.nodeStatusUpdateFrequencyMs,
       nodeStatusReportFrequencyMs: k.nodeStatusReportFrequencyMs,

@@ -151,7 +151,6 @@ export function applyDefaults(
     singleProcessOOMKill: f.singleProcessOOMKill ?? null,
     cpuManagerPolicyOptions: f.cpuManagerPolicyOptions ?? {},
     cpuManagerReconcilePeriodMs: orDefault(f.cpuManagerReconcilePeriod, 10 * SECOND),
-    draManagerReconcilePeriodMs: orDefault(f.draManagerReconcilePeriod, MINUTE),
     memoryManagerPolicy: strOr(f.memoryManagerPolicy, 'None'),
     topologyManagerPolicy: strOr(f.topologyManagerPolicy, 'none'),
     topologyManagerScope: strOr(f.topologyManagerScope, 'container'),
@@ -250,6 +249,5 @@ export function applyDefaults(
     imageServiceEndpoint: strOrNull(f.imageServiceEndpoint),
     failCgroupV1: f.failCgroupV1 ?? null,
     userNamespaces: { idsPerPod: f.userNamespaces?.idsPerPod ?? null },
-    podHousekeepingPeriodMs: orDefault(f.podHousekeepingPeriod, 2 * SECOND),
   };
 }

@@ -149,6 +149,14 @@ describe('parseKubeletConfigFile', () => {
     );
   });
 
+  test('rejects fields v1.37 does not have, as upstream strict decoding does', () => {
+    // Neither is a KubeletConfiguration field: upstream's housekeeping runs every 2 s
+    // and its DRA manager reconciles every 60 s, both fixed.
+    for (const field of ['podHousekeepingPeriod', 'draManagerReconcilePeriod']) {
+      assert.match(rejects(`${field}: 30s\n`).message, new RegExp(`unknown field "${field}"`));
+    }
+  });
+
   test('rejects a field in the wrong case, as upstream strict decoding does', () => {
     const err = rejects('MaxPods: 5\n');
     assert.match(err.message, /unknown field "MaxPods"; did you mean "maxPods"\?/);

@@ -195,7 +195,6 @@ export const kubeletConfigurationSchema = z.strictObject({
   singleProcessOOMKill: bool.optional(),
   cpuManagerPolicyOptions: stringMap.optional(),
   cpuManagerReconcilePeriod: duration.optional(),
-  draManagerReconcilePeriod: duration.optional(),
   memoryManagerPolicy: oneOf('None', 'Static').optional(),
   topologyManagerPolicy: oneOf('none', 'best-effort', 'restricted', 'single-numa-node').optional(),
   topologyManagerScope: oneOf('container', 'pod').optional(),
@@ -276,7 +275,6 @@ export const kubeletConfigurationSchema = z.strictObject({
   imageServiceEndpoint: str.optional(),
   failCgroupV1: bool.optional(),
   userNamespaces: z.strictObject({ idsPerPod: int64.optional() }).optional(),
-  podHousekeepingPeriod: duration.optional(),
 });
 
 /** A KubeletConfiguration file after type checking: durations in ms, nothing defaulted. */

@@ -178,8 +178,6 @@ export interface KubeletConfig {
   readonly cpuManagerPolicyOptions: Dict<string>;
   /** Default 10s. */
   readonly cpuManagerReconcilePeriodMs: number;
-  /** Default 1m. */
-  readonly draManagerReconcilePeriodMs: number;
   /** Default None. */
   readonly memoryManagerPolicy: 'None' | 'Static';
   /** Default none. */
@@ -304,6 +302,4 @@ export interface KubeletConfig {
    */
   readonly failCgroupV1: boolean | null;
   readonly userNamespaces: { readonly idsPerPod: number | null };
-  /** Period of the pod housekeeping pass. Default 2s. */
-  readonly podHousekeepingPeriodMs: number;
 }

@@ -56,7 +56,6 @@ describe('unsupportedSettings', () => {
       ['volumePluginDir: /opt/flex\n', 'volumePluginDir'],
       ['memoryReservationPolicy: TieredReservation\n', 'memoryReservationPolicy'],
       ['enableContentionProfiling: true\n', 'enableContentionProfiling'],
-      ['draManagerReconcilePeriod: 30s\n', 'draManagerReconcilePeriod'],
       [
         'logging:\n  options:\n    text:\n      splitStream: true\n',
         'logging.options.text.splitStream',
@@ -83,7 +82,6 @@ describe('unsupportedSettings', () => {
         'imagePullCredentialsVerificationPolicy: NeverVerifyPreloadedImages',
         'volumePluginDir: /usr/libexec/kubernetes/kubelet-plugins/volume/exec',
         'enableContentionProfiling: false',
-        'draManagerReconcilePeriod: 1m',
         // Fields upstream ignores (no CPU manager reconcile with the none policy, no
         // scope without a topology policy, deprecated iptables bits, no dockershim).
         'cpuManagerReconcilePeriod: 0s',

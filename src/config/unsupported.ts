@@ -217,14 +217,6 @@ const SETTINGS: readonly Setting[] = [
     value: (c) => c.volumePluginDir,
   },
   {
-    // Not a v1.37 field (upstream's DRA manager reconciles every 60s, not configurable);
-    // berth has no DRA manager whose reconcile it could time.
-    path: 'draManagerReconcilePeriod',
-    berth: 'has no DRA manager to reconcile',
-    ok: (c) => c.draManagerReconcilePeriodMs === 60_000,
-    value: (c) => `${String(c.draManagerReconcilePeriodMs)}ms`,
-  },
-  {
     path: 'enableContentionProfiling',
     berth: 'has no block profiling (no /debug/pprof handler)',
     ok: (c) => !c.enableContentionProfiling,

@@ -396,8 +396,6 @@ function timing(issues: Issues, c: KubeletConfig): void {
     ['nodeStatusUpdateFrequency', c.nodeStatusUpdateFrequencyMs],
     ['nodeStatusReportFrequency', c.nodeStatusReportFrequencyMs],
     ['runtimeRequestTimeout', c.runtimeRequestTimeoutMs],
-    ['podHousekeepingPeriod', c.podHousekeepingPeriodMs],
-    ['draManagerReconcilePeriod', c.draManagerReconcilePeriodMs],
   ] as const) {
     check(issues, ms > 0, field, `must be a positive duration, got ${ms}ms`);
   }
