@@ -47,6 +47,15 @@ function manifest(cluster: Cluster, name: string, command: string[], extra = '')
   ].join('\n');
 }
 
+// The keeper's readiness probe stamps each run, so a test can count the probes a
+// (restarted) berth ran instead of sleeping.
+const KEEPER_PROBE = [
+  '    readinessProbe:',
+  '      exec:',
+  '        command: ["sh", "-c", "date +%s >> /tmp/probed"]',
+  '      periodSeconds: 1',
+].join('\n');
+
 describe('static pods and mirror pods on berth', () => {
   let cluster: Cluster;
   let berth: BerthNode;
@@ -70,6 +79,17 @@ describe('static pods and mirror pods on berth', () => {
     return containers.sort((a, b) => Number(b.createdAt - a.createdAt));
   }
 
+  /** The keeper's probe runs so far, read through the runtime (berth may be down). */
+  async function keeperProbes(): Promise<number> {
+    const [c] = await running(`keeper-${node}`);
+    const r = await runtime.runtime.execSync({
+      containerId: c?.id ?? '',
+      cmd: ['sh', '-c', 'cat /tmp/probed 2>/dev/null | wc -l'],
+      timeout: 10n,
+    });
+    return Number(r.stdout.toString('utf8'));
+  }
+
   async function running(podName: string): Promise<cri.Container[]> {
     return (await containersOf(podName)).filter(
       (c) => c.state === cri.ContainerState.CONTAINER_RUNNING,
@@ -91,7 +111,10 @@ describe('static pods and mirror pods on berth', () => {
     cluster = await startCluster();
     dir = join(cluster.root, 'manifests');
     await mkdir(dir, { recursive: true });
-    await writeFile(join(dir, 'keeper.yaml'), manifest(cluster, 'keeper', ['sleep', '3600']));
+    await writeFile(
+      join(dir, 'keeper.yaml'),
+      manifest(cluster, 'keeper', ['sleep', '3600'], KEEPER_PROBE),
+    );
     await new Promise<void>((r) => urlServer.listen(0, '127.0.0.1', r));
     const port = (urlServer.address() as AddressInfo).port;
     berth = await startBerth(cluster, {
@@ -440,6 +463,7 @@ describe('static pods and mirror pods on berth', () => {
     );
     const logged = (await readFile(berth.logFile, 'utf8')).length;
     await berth.kill();
+    const probedBefore = await keeperProbes();
     berth = await berth.restart();
     // Long enough for the restarted berth to have read the manifests and synced the pod.
     await eventually(
@@ -450,7 +474,12 @@ describe('static pods and mirror pods on berth', () => {
           : undefined,
       60_000,
     );
-    await new Promise((r) => setTimeout(r, 5000));
+    // The restarted berth synced the pod (its probe workers run) and probed it twice.
+    await eventually(
+      'two probes of the keeper by the restarted berth',
+      async () => ((await keeperProbes()) >= probedBefore + 2 ? true : undefined),
+      60_000,
+    );
     const after: Pod | undefined = await getPod(cluster, 'default', `keeper-${node}`);
     assert.equal(after?.metadata?.uid, mirror.metadata?.uid, 'the mirror pod was kept');
     assert.equal(after?.status?.containerStatuses?.[0]?.containerID, keeperContainer);
