@@ -7,7 +7,7 @@
  * One call (`stop`) removes every trace of it again.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildImages, type BuiltImage } from '../../hack/images/build.ts';
@@ -123,6 +123,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const bin = binaries();
   const id = randomBytes(3).toString('hex');
   const root = options.root ?? (await mkdtemp(join(tmpdir(), `berth-cluster-${id}-`)));
+  // A user-namespaced container's init resolves its rootfs under containerd's state dir
+  // as the pod's root, an unprivileged host ID: every directory above must let it pass
+  // (mkdtemp makes 0700; containerd's own /run/containerd is 0711 for the same reason).
+  if (options.usernsHandler === true) await chmod(root, 0o711);
   await mkdir(root, { recursive: true });
   const processes: ComponentProcess[] = [];
   const bridge = `bth${id}`;
