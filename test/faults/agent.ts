@@ -4,6 +4,7 @@
  * can put both side by side. Plus the observations every scenario makes: the node's
  * Ready condition and the pods' state in the API and in the runtime.
  */
+import type { Lease } from 'kubernetes-types/coordination/v1.js';
 import type { Node, Pod } from 'kubernetes-types/core/v1.js';
 import { GrpcCriClient, cri } from '../../src/cri/index.ts';
 import { join } from 'node:path';
@@ -48,6 +49,10 @@ export interface AgentOptions {
   readonly rootDir?: string;
   /** Hard eviction off (evictionHard: {}). */
   readonly noEviction?: boolean;
+  /** staticPodPath: a directory of static pod manifests. */
+  readonly staticPodPath?: string;
+  /** berth only: its environment (e.g. NODE_OPTIONS for the inspector). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** The Node name each agent registers in `cluster`. */
@@ -70,7 +75,10 @@ export async function startAgent(
     const kubelet = await startUpstreamKubelet(cluster, {
       nodeName,
       ...(options.kubeconfig !== undefined && { kubeconfig: options.kubeconfig }),
-      ...(options.noEviction === true && { config: { evictionHard: {} } }),
+      config: {
+        ...(options.noEviction === true && { evictionHard: {} }),
+        ...(options.staticPodPath !== undefined && { staticPodPath: options.staticPodPath }),
+      },
     });
     return {
       kind,
@@ -90,11 +98,15 @@ export async function startAgent(
   }
   let berth = await startBerth(cluster, {
     nodeName,
+    ...(options.env !== undefined && { env: options.env }),
     extraArgs: [
       ...(options.kubeconfig !== undefined ? ['--kubeconfig', options.kubeconfig] : []),
       ...(options.rootDir !== undefined ? ['--root-dir', options.rootDir] : []),
     ],
-    ...(options.noEviction === true && { extraConfig: ['evictionHard: {}'] }),
+    extraConfig: [
+      ...(options.noEviction === true ? ['evictionHard: {}'] : []),
+      ...(options.staticPodPath !== undefined ? [`staticPodPath: ${options.staticPodPath}`] : []),
+    ],
   });
   return {
     kind,
@@ -116,6 +128,17 @@ export async function startAgent(
 export async function nodeReady(cluster: Cluster, nodeName: string): Promise<string | undefined> {
   const node = await getJson<Node>(cluster, ['get', 'node', nodeName]);
   return node?.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+}
+
+/** Whether the node's Lease was renewed after `ms` (ms since the epoch). */
+export async function leaseRenewedAfter(
+  cluster: Cluster,
+  node: string,
+  ms: number,
+): Promise<boolean> {
+  const lease = await getJson<Lease>(cluster, ['-n', 'kube-node-lease', 'get', 'lease', node]);
+  const renew = lease?.spec?.renewTime;
+  return renew !== undefined && Date.parse(renew) > ms;
 }
 
 export async function podsOnNode(cluster: Cluster, nodeName: string): Promise<Pod[]> {

@@ -19,14 +19,12 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import type { Lease } from 'kubernetes-types/coordination/v1.js';
 import { GrpcCriClient } from '../../src/cri/index.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import {
   applyJson,
   busyboxPod,
   eventually,
-  getJson,
   isRunningAndReady,
   probedPod,
 } from '../harness/kube-helpers.ts';
@@ -35,6 +33,7 @@ import { waitFor } from '../harness/process.ts';
 import {
   agentKind,
   agentNodeName,
+  leaseRenewedAfter,
   containerIdentity,
   nodeReady,
   podsOnNode,
@@ -113,12 +112,6 @@ async function statusMismatches(cluster: Cluster, node: string): Promise<string[
     }
   }
   return out;
-}
-
-async function leaseRenewedAfter(cluster: Cluster, node: string, ms: number): Promise<boolean> {
-  const lease = await getJson<Lease>(cluster, ['-n', 'kube-node-lease', 'get', 'lease', node]);
-  const renew = lease?.spec?.renewTime;
-  return renew !== undefined && Date.parse(renew) > ms;
 }
 
 async function apiserverReady(cluster: Cluster): Promise<void> {

@@ -7,7 +7,10 @@
  * - `500`: Internal Server Error with a Status body;
  * - `hang`: the request is read and never answered (until the mode changes);
  * - `watch-410`: watches get the apiserver's "too old resource version" (an ERROR event
- *   whose Status has code 410), everything else passes.
+ *   whose Status has code 410), everything else passes. The watches running when the
+ *   window opens are ended as the apiserver ends one at its timeout (the stream
+ *   closes cleanly), so every reflector watches again within the window: a kubelet
+ *   whose watches last minutes (client-go's) would otherwise meet no 410 at all.
  * It counts what it saw per mode, so the test can tell backoff from a hot loop.
  */
 import { readFile } from 'node:fs/promises';
@@ -67,7 +70,14 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
   const faulted = new Map<string, number>();
   const proxy = { mode: 'pass' as FaultMode };
 
-  const forward = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  /** Watches being streamed through, with a way to end each cleanly. */
+  const watching = new Map<ServerResponse, () => void>();
+
+  const forward = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    watch: boolean,
+  ): Promise<void> => {
     const [clientCert, clientKey] = await Promise.all([
       readFile(options.clientCert.cert),
       readFile(options.clientCert.key),
@@ -88,6 +98,14 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
       (upRes) => {
         res.writeHead(upRes.statusCode ?? 502, upRes.headers);
         upRes.pipe(res);
+        if (watch) {
+          watching.set(res, () => {
+            upRes.unpipe(res);
+            up.destroy();
+            res.end();
+          });
+          res.on('close', () => watching.delete(res));
+        }
       },
     );
     up.on('error', () => {
@@ -110,7 +128,7 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
     }
     switch (effective) {
       case 'pass':
-        forward(req, res).catch(() => res.destroy());
+        forward(req, res, watch).catch(() => res.destroy());
         return;
       case '429':
         req.resume();
@@ -152,6 +170,7 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
       proxy.mode = m;
       // Hung requests end with the window: the connection drops, as a dead LB's would.
       if (m !== 'hang') for (const res of hung) res.destroy();
+      if (m === 'watch-410') for (const end of [...watching.values()]) end();
     },
     counts,
     faulted,
