@@ -20,6 +20,7 @@ import { startCluster, type Cluster } from '../harness/cluster.ts';
 import {
   applyJson,
   busyboxPod,
+  eventually,
   getJson,
   getPod,
   isRunningAndReady,
@@ -258,13 +259,20 @@ describe('in-place pod resize on berth', () => {
       cluster,
       pod('below', [
         container('hog', guaranteed('100m', '128Mi'), {
-          command: ['sh', '-c', 'dd if=/dev/zero of=/dev/shm/fill bs=1M count=48; sleep 3600'],
+          command: [
+            'sh',
+            '-c',
+            'dd if=/dev/zero of=/dev/shm/fill bs=1M count=48 && touch /tmp/filled; sleep 3600',
+          ],
         }),
       ]),
     );
     await running('below');
-    // The 48 MiB file in /dev/shm is charged to the container's memory cgroup.
-    await new Promise((r) => setTimeout(r, 2000));
+    // The 48 MiB file in /dev/shm is charged to the container's memory cgroup once dd is done.
+    await eventually('the 48 MiB written', async () => {
+      await cluster.kubectl(['exec', 'below', '--', 'test', '-e', '/tmp/filled']);
+      return true;
+    });
     await resize('below', { containers: [{ name: 'hog', resources: guaranteed('100m', '32Mi') }] });
     const stuck = await waitFor(
       'below',
