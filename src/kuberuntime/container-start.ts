@@ -6,6 +6,7 @@
  * ErrImagePull/ImagePullBackOff, CreateContainerConfigError, CreateContainerError,
  * RunContainerError, PostStartHookError.
  */
+import { join } from 'node:path';
 import type { Container, Pod, Secret } from 'kubernetes-types/core/v1.js';
 import { CriError, cri, type CriClient } from '../cri/index.ts';
 import type { EventRecorder, EventTarget } from '../events/types.ts';
@@ -36,6 +37,7 @@ import { BerthError } from '../util/errors.ts';
 import { containerDevices } from '../volumes/devices.ts';
 import type { PodVolumes, VolumeManager } from '../volumes/types.ts';
 import { createTerminationLogFile } from './pod-dirs.ts';
+import type { LogSymlinks } from './log-symlinks.ts';
 import { containerConfig, type ContainerConfigOptions } from './runtime-config.ts';
 
 /** A container's configuration cannot be built (CreateContainerConfigError). */
@@ -88,6 +90,8 @@ export interface ContainerStartDeps {
   readonly seccomp?: ContainerConfigOptions;
   /** kubelet_started_containers_total and its errors. */
   readonly metrics?: KubeletMetrics;
+  /** /var/log/containers: each started container's log linked there, as upstream. */
+  readonly logSymlinks?: LogSymlinks;
 }
 
 export interface ContainerStartContext {
@@ -333,6 +337,13 @@ async function attemptStart(
   }
   waiting.delete(spec.name);
   recorder.event(ref, 'Normal', 'Started', `Started container ${spec.name}`);
+  // Upstream's step 3: the legacy symlink for cluster logging, once the log exists.
+  await deps.logSymlinks?.link(
+    { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' },
+    spec.name,
+    containerId,
+    join(ctx.sandbox.logDirectory, config.logPath),
+  );
   if (spec.lifecycle?.postStart !== undefined && deps.postStart !== undefined) {
     const failure = await deps.postStart(pod, spec, containerId, signal);
     if (failure !== undefined)

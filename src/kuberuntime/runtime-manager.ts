@@ -45,6 +45,7 @@ import {
 import type { PodResizer } from './resizer.ts';
 import type { RuntimeConfigOptions } from './runtime-config.ts';
 import type { RuntimeStatusReader } from './runtime-status.ts';
+import type { LogSymlinks } from './log-symlinks.ts';
 
 export interface RuntimeManagerOptions {
   readonly cri: CriClient;
@@ -70,6 +71,8 @@ export interface RuntimeManagerOptions {
   readonly metrics?: KubeletMetrics;
   /** In-place resize: allocated resources, actuation, resize conditions. */
   readonly resize?: PodResizer;
+  /** /var/log/containers, kept as upstream keeps it (kuberuntime/log-symlinks.ts). */
+  readonly logSymlinks?: LogSymlinks;
   /** Each pod's user namespace (`hostUsers`); without it a `hostUsers: false` pod is refused. */
   readonly userns?: UserNamespaceManager;
 }
@@ -317,6 +320,7 @@ export class KubeRuntimeManager {
       etcHosts: () => hostsFile,
       seccomp: o.runtimeConfig,
       ...(o.metrics !== undefined && { metrics: o.metrics }),
+      ...(o.logSymlinks !== undefined && { logSymlinks: o.logSymlinks }),
       postStart: async (pod, container, containerId, signal) => {
         const r = await runPostStart(this.#hooks, { pod, container, containerId }, signal);
         return r.ok ? undefined : r.message;
