@@ -7,7 +7,8 @@
  * - `500`: Internal Server Error with a Status body;
  * - `hang`: the request is read and never answered (until the mode changes);
  * - `watch-410`: watches get the apiserver's "too old resource version" (an ERROR event
- *   whose Status has code 410), everything else passes. The watches running when the
+ *   whose Status has code 410), everything else (lists, and watches that are lists:
+ *   sendInitialEvents=true) passes. The watches running when the
  *   window opens are ended as the apiserver ends one at its timeout (the stream
  *   closes cleanly), so every reflector watches again within the window: a kubelet
  *   whose watches last minutes (client-go's) would otherwise meet no 410 at all.
@@ -120,7 +121,11 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
     const mode = proxy.mode;
     const url = new URL(req.url ?? '/', 'https://proxy');
     const watch = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
-    const effective: FaultMode = mode === 'watch-410' && !watch ? 'pass' : mode;
+    // A watch with sendInitialEvents is a list (client-go's WatchList, on by default since
+    // 1.34): it names no resourceVersion that could be too old, and an apiserver never
+    // answers it 410; it passes like any list.
+    const watchList = url.searchParams.get('sendInitialEvents') === 'true';
+    const effective: FaultMode = mode === 'watch-410' && (!watch || watchList) ? 'pass' : mode;
     counts[effective]++;
     if (effective !== 'pass') {
       const kind = `${req.method ?? '?'} ${url.pathname}${watch ? '?watch' : ''}`;
