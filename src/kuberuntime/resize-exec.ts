@@ -17,7 +17,7 @@
  * Upstream also tells the runtime first (UpdatePodSandboxResources); that call is
  * best-effort there and not in berth's CRI subset.
  */
-import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { formatBytes, formatMilliCpu, podLevelResources } from '../allocation/resources.ts';
 import type { ResourceState } from '../allocation/types.ts';
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
@@ -40,6 +40,12 @@ export interface ResizeExecDeps {
   /** actuated_pods_state. */
   readonly actuated: ResourceState;
   readonly logger: Logger;
+  /**
+   * The container's CRI `unified` map at its new resources (memory-qos.ts): upstream's
+   * resize sends the whole generateContainerResources, so memory.high follows a memory
+   * resize on cgroup v2.
+   */
+  readonly unified?: (container: Container) => Record<string, string>;
 }
 
 export type ResizeResult = { readonly ok: true } | { readonly ok: false; readonly message: string };
@@ -65,6 +71,11 @@ export function linuxResourcesOf(v: ResourceValues): cri.LinuxContainerResources
     }),
     memoryLimitInBytes: BigInt(v.memoryLimit),
   });
+}
+
+/** A container spec at `v`, for what is derived from its resources (the unified map). */
+function containerAt(name: string, v: ResourceValues): Container {
+  return { name, resources: requirementsOf(v) };
 }
 
 /** A ResourceRequirements holding `v`, as upstream records an actuated container. */
@@ -181,8 +192,11 @@ export async function doPodResize(
         resource === 'memory'
           ? { ...have, memoryLimit: u.desired.memoryLimit, memoryRequest: u.desired.memoryRequest }
           : { ...have, cpuLimit: u.desired.cpuLimit, cpuRequest: u.desired.cpuRequest };
+      const linux = linuxResourcesOf(next);
+      const unified = deps.unified?.(containerAt(u.name, next));
+      if (unified !== undefined && Object.keys(unified).length > 0) linux.unified = unified;
       await deps.runtime.updateContainerResources(
-        { containerId: u.containerId, linux: linuxResourcesOf(next) },
+        { containerId: u.containerId, linux },
         { signal },
       );
       now.set(u.name, next);

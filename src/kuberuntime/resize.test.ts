@@ -7,6 +7,7 @@ import { FakeCgroupManager } from '../cm/fake.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import type { cri } from '../cri/index.ts';
 import { computeResizeActions, isResizeInProgress, type ActuatedReader } from './resize.ts';
+import { containerUnified } from './memory-qos.ts';
 import { doPodResize } from './resize-exec.ts';
 import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status.ts';
 
@@ -197,6 +198,53 @@ describe('doPodResize', () => {
       limits: { cpu: '400m', memory: '128Mi' },
       requests: { cpu: '400m', memory: '128Mi' },
     });
+  });
+
+  test('the unified map (memory.high on cgroup v2) follows a memory resize', async () => {
+    const h = harness(0, 0);
+    const before = pod([
+      container('c', { requests: { memory: '64Mi' }, limits: { memory: '128Mi' } }),
+    ]);
+    const after = pod([
+      container('c', { requests: { memory: '64Mi' }, limits: { memory: '256Mi' } }),
+    ]);
+    await h.podCgroups.ensurePod(before);
+    const sent: (Record<string, string> | undefined)[] = [];
+    const runtime = {
+      ...h.runtime,
+      updateContainerResources: (r: cri.DeepPartial<cri.UpdateContainerResourcesRequest>) => {
+        sent.push(r.linux?.unified as Record<string, string> | undefined);
+        return Promise.resolve({});
+      },
+    };
+    const actions = computeResizeActions(
+      after,
+      status(running('c')),
+      actuated({ c: { requests: { memory: '64Mi' }, limits: { memory: '128Mi' } } }),
+    );
+    const unifiedOptions = {
+      cgroupV2: true,
+      singleProcessOOMKill: null,
+      memoryQos: { throttlingFactor: 0.9, allocatableMemoryBytes: undefined },
+    };
+    const result = await doPodResize(
+      {
+        runtime,
+        podCgroups: h.podCgroups,
+        actuated: h.state,
+        logger: new MemoryLogger(),
+        unified: (c) => containerUnified(c, unifiedOptions),
+      },
+      after,
+      actions,
+      new AbortController().signal,
+    );
+    assert.deepEqual(result, { ok: true });
+    // 64 MiB + (256 - 64) MiB x 0.9, page aligned: the new limit's throttle, not the old one's.
+    const high = String(Math.floor((64 + 192 * 0.9) * 256) * 4096);
+    assert.deepEqual(sent, [
+      { 'memory.oom.group': '1', 'memory.min': '0', 'memory.low': '0', 'memory.high': high },
+    ]);
   });
 
   test('shrinking: the container first, then the pod cgroup', async () => {
