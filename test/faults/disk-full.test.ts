@@ -1,20 +1,21 @@
 /**
- * Disk full on berth's root directory (issue #32, item 5): --root-dir on a small ext4
- * filesystem the test owns (no reserved blocks, so root cannot write past "full"),
- * filled with pods running. Meanwhile new pods with configMap/secret volumes are bound
- * to the node, one running pod is deleted and berth is restarted. Hard eviction is off
- * (with the defaults berth evicts every pod at once, as upstream does). berth keeps running,
- * reports the failure as events, loses no running pod, and once space returns every
- * pod converges; its state files (allocation checkpoints) still parse and no temporary
- * file is left behind.
+ * Disk full on the node agent's root directory (issue #32, item 5): --root-dir on a
+ * small ext4 filesystem the test owns (no reserved blocks, so root cannot write past
+ * "full"), filled with pods running. Meanwhile new pods with configMap/secret volumes
+ * are bound to the node, a static pod manifest appears, one running pod is deleted and
+ * the agent is restarted. Hard eviction is off (with the defaults berth evicts every
+ * pod at once, as upstream does). The agent keeps running, reports the failure as
+ * events, loses no running pod, and once space returns every pod converges (the static
+ * pod with its mirror pod); its state files (allocation checkpoints) still parse and no
+ * temporary file is left behind. FAULTS_AGENT=upstream: the upstream kubelet, whose
+ * root directory the filesystem is mounted over.
  */
 import assert from 'node:assert/strict';
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import { run } from '../harness/exec.ts';
 import {
@@ -25,10 +26,21 @@ import {
   podEvents,
 } from '../harness/kube-helpers.ts';
 import { waitFor } from '../harness/process.ts';
-import { containerIdentity, nodeReady, podsOnNode } from './agent.ts';
+import {
+  agentKind,
+  agentNodeName,
+  containerIdentity,
+  leaseRenewedAfter,
+  nodeReady,
+  podsOnNode,
+  startAgent,
+  upstreamRootDir,
+  type NodeAgent,
+} from './agent.ts';
 import { recordFigures, sizeFlag } from './figures.ts';
 
 const FULL_SECONDS = sizeFlag('FULL_SECONDS', 60);
+const AGENT = agentKind();
 
 function volumePod(cluster: Cluster, name: string, node: string): Pod {
   const pod = busyboxPod(cluster, name, node, { grace: 1 });
@@ -57,6 +69,23 @@ function volumePod(cluster: Cluster, name: string, node: string): Pod {
   };
 }
 
+/** A static pod (no API volumes: a static pod may not reference configMaps or secrets). */
+function staticPod(cluster: Cluster): Pod {
+  const pod = busyboxPod(cluster, 'static-disk', '', { grace: 1 });
+  const [main] = pod.spec?.containers ?? [];
+  assert.ok(main);
+  const spec = { ...pod.spec, containers: pod.spec?.containers ?? [] };
+  delete spec.nodeName;
+  return {
+    ...pod,
+    spec: {
+      ...spec,
+      volumes: [{ name: 'scratch', emptyDir: {} }],
+      containers: [{ ...main, volumeMounts: [{ name: 'scratch', mountPath: '/scratch' }] }],
+    },
+  };
+}
+
 /** Regular files under `dir` (not inside pods/, whose volumes hold user data). */
 async function stateFiles(dir: string): Promise<string[]> {
   const out: string[] = [];
@@ -71,15 +100,18 @@ async function stateFiles(dir: string): Promise<string[]> {
   return out;
 }
 
-describe('disk full on berth root directory', () => {
+describe(`disk full on the root directory (${AGENT})`, () => {
   let cluster: Cluster;
-  let berth: BerthNode;
+  let agent: NodeAgent;
   let mnt: string;
+  let manifests: string;
 
   before(async () => {
     cluster = await startCluster({ runtime: 'containerd2' });
     const dir = join(cluster.root, 'diskfull');
-    mnt = join(dir, 'mnt');
+    mnt = AGENT === 'upstream' ? upstreamRootDir(cluster) : join(dir, 'mnt');
+    manifests = join(dir, 'manifests');
+    await mkdir(manifests, { recursive: true });
     await mkdir(mnt, { recursive: true });
     const image = join(dir, 'fs.img');
     await run('truncate', ['-s', '64M', image]);
@@ -87,23 +119,25 @@ describe('disk full on berth root directory', () => {
     await run('mount', ['-o', 'loop', image, mnt]);
     // Hard eviction off: at the default nodefs.available<10% berth evicts every pod
     // first, as upstream does (seen); this scenario is about the writes that fail.
-    berth = await startBerth(cluster, {
-      extraArgs: ['--root-dir', mnt],
-      extraConfig: ['evictionHard: {}'],
+    agent = await startAgent(cluster, AGENT, {
+      ...(AGENT === 'berth' && { rootDir: mnt }),
+      noEviction: true,
+      staticPodPath: manifests,
     });
     await cluster.kubectl(['create', 'configmap', 'disk-cfg', '--from-literal=a=1']);
     await cluster.kubectl(['create', 'secret', 'generic', 'disk-sec', '--from-literal=b=2']);
   });
 
   after(async () => {
-    await berth.stop();
+    await agent.stop();
     // Teardown unmounts the pods' volumes below it first (deepest first), then this.
     await cluster.stop();
     assert.deepEqual(await cluster.leaks(), []);
   });
 
   test(`the root directory full for ${FULL_SECONDS} s`, async () => {
-    const node = berth.nodeName;
+    const node = agent.nodeName;
+    const staticName = `static-disk-${agentNodeName(cluster, AGENT)}`;
     await waitFor('the node Ready', async () => (await nodeReady(cluster, node)) === 'True', {
       timeoutMs: 90_000,
     });
@@ -130,6 +164,9 @@ describe('disk full on berth root directory', () => {
     const fullAt = Date.now();
     for (let i = 0; i < 2; i++) await applyJson(cluster, volumePod(cluster, `during-${i}`, node));
     await cluster.kubectl(['delete', 'pod', 'before-2', '--wait=false']);
+    // A static pod appears while full: its pod directory, hosts file and checkpoint
+    // entry cannot be written; it must run, with its mirror pod, once space returns.
+    await writeFile(join(manifests, 'static-disk.json'), JSON.stringify(staticPod(cluster)));
     // Warnings for the pods whose volumes cannot be written.
     const warnings = await eventually(
       'a warning event naming the full disk',
@@ -145,7 +182,7 @@ describe('disk full on berth root directory', () => {
     ).catch(async (err: unknown) => {
       const events = await podEvents(cluster, 'default', 'during-0');
       const pods = await podsOnNode(cluster, node);
-      const log = (await readFile(berth.logFile, 'utf8'))
+      const log = (await readFile(agent.logFile, 'utf8'))
         .split('\n')
         .filter((l) => /during-0|ENOSPC|space/.test(l))
         .slice(-15);
@@ -161,21 +198,21 @@ describe('disk full on berth root directory', () => {
         ].join('\n'),
       );
     });
-    // A restart while full: berth must come back, not crash on its state files.
-    const logged = (await readFile(berth.logFile, 'utf8')).length;
-    await berth.stop();
-    berth = await berth.restart();
+    // A restart while full: the agent must come back, not crash on its state files.
+    const logged = (await readFile(agent.logFile, 'utf8')).length;
+    const restartedAt = Date.now();
+    await agent.restart('term');
     await eventually(
-      'the Lease renewed by the restarted berth',
+      'the Lease renewed by the restarted agent',
       async () =>
-        (await nodeReady(cluster, node)) === 'True' && berth.process.alive() ? true : undefined,
+        (await leaseRenewedAfter(cluster, node, restartedAt)) && agent.alive() ? true : undefined,
       60_000,
       1000,
     );
     const rest = FULL_SECONDS * 1000 - (Date.now() - fullAt);
     if (rest > 0) await sleep(rest);
-    assert.ok(berth.process.alive(), `berth kept running:\n${await berth.process.tail()}`);
-    const logLines = (await readFile(berth.logFile, 'utf8'))
+    const aliveWhileFull = agent.alive();
+    const logLines = (await readFile(agent.logFile, 'utf8'))
       .slice(logged)
       .split('\n')
       .filter((l) => /ENOSPC|no space left/i.test(l)).length;
@@ -190,7 +227,8 @@ describe('disk full on berth root directory', () => {
       async () => {
         last = await podsOnNode(cluster, node);
         const names = last.map((p) => p.metadata?.name ?? '').sort();
-        return names.join(',') === 'before-0,before-1,during-0,during-1' &&
+        return names.join(',') ===
+          ['before-0', 'before-1', 'during-0', 'during-1', staticName].sort().join(',') &&
           last.every(isRunningAndReady)
           ? true
           : undefined;
@@ -218,8 +256,9 @@ describe('disk full on berth root directory', () => {
         corrupt.push(`${name}: not JSON (${text.length} bytes)`);
       }
     }
-    await recordFigures('disk-full', {
-      agent: 'berth',
+    await recordFigures(AGENT === 'berth' ? 'disk-full' : `disk-full-${AGENT}`, {
+      agent: AGENT,
+      aliveWhileFull,
       fullSeconds: Math.round((freedAt - fullAt) / 1000),
       warningEvents: warnings.length,
       enospcLogLines: logLines,
@@ -228,6 +267,7 @@ describe('disk full on berth root directory', () => {
       runningPodsKilled: killed.length,
       corruptStateFiles: corrupt.length,
     });
+    assert.ok(aliveWhileFull, `the agent kept running:\n${await readFile(agent.logFile, 'utf8')}`);
     assert.deepEqual(stuck, [], 'every pod converged');
     assert.deepEqual(killed, [], 'no running pod was restarted');
     assert.deepEqual(corrupt, [], 'state files intact');
