@@ -354,7 +354,18 @@ function suite(kind: RuntimeKind): void {
 
     test('berth killed with 10 pods running comes back with zero container restarts', async () => {
       const names = Array.from({ length: 10 }, (_, i) => `survivor-${i}`);
-      for (const n of names) await applyJson(cluster, busyboxPod(cluster, n, berth.nodeName));
+      for (const n of names) {
+        // Each probe run is stamped in the container, so the test can count the probes
+        // the restarted berth runs instead of sleeping.
+        const p = busyboxPod(cluster, n, berth.nodeName);
+        const [c] = p.spec?.containers ?? [];
+        if (c !== undefined)
+          c.readinessProbe = {
+            exec: { command: ['sh', '-c', 'date +%s >> /tmp/probed'] },
+            periodSeconds: 1,
+          };
+        await applyJson(cluster, p);
+      }
       const before = await Promise.all(
         names.map((n) => waitForPod(cluster, 'default', n, 'Running', isRunningAndReady, 90_000)),
       );
@@ -370,7 +381,20 @@ function suite(kind: RuntimeKind): void {
         ).length,
       });
       const runtimeBefore = await ours();
+      /** Probe runs per survivor container so far, read through the runtime. */
+      const probeRuns = (): Promise<number[]> =>
+        Promise.all(
+          runtimeBefore.containers.map(async (containerId) => {
+            const r = await cri.runtime.execSync({
+              containerId,
+              cmd: ['sh', '-c', 'cat /tmp/probed 2>/dev/null | wc -l'],
+              timeout: 10n,
+            });
+            return Number(r.stdout.toString('utf8'));
+          }),
+        );
       await berth.kill();
+      const probedBefore = await probeRuns();
       berth = await berth.restart();
       // Wait for berth to be back (the Ready heartbeat comes from the new process).
       await eventually(
@@ -384,8 +408,15 @@ function suite(kind: RuntimeKind): void {
         },
         30_000,
       );
-      // Let it run a few sync rounds.
-      await new Promise((r) => setTimeout(r, 5000));
+      // The restarted berth synced every survivor (its probe workers run) and probed each twice.
+      await eventually(
+        'two probes of every survivor by the restarted berth',
+        async () => {
+          const now = await probeRuns();
+          return now.every((runs, i) => runs >= (probedBefore[i] ?? 0) + 2) ? true : undefined;
+        },
+        60_000,
+      );
       for (const [i, n] of names.entries()) {
         const pod = await waitForPod(cluster, 'default', n, 'Running', isRunningAndReady);
         const was = before[i]?.status?.containerStatuses?.[0];
