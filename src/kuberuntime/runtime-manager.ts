@@ -18,6 +18,7 @@ import type { KubeClient } from '../kube/types.ts';
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { HandlerRunner } from '../lifecycle/handler.ts';
 import { runPostStart, type StopDeps } from '../lifecycle/stop.ts';
+import { recordUserNamespacedPodStarted } from '../metrics/pod-metrics.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { Pleg } from '../pleg/types.ts';
 import type { UserNamespaceManager } from '../userns/types.ts';
@@ -230,10 +231,16 @@ export class KubeRuntimeManager {
     }
     let sandboxId = plan.sandboxId;
     let sandbox: cri.PodSandboxConfig | undefined;
+    // Upstream counts each sandbox made for a hostUsers: false pod, and that sync's failure.
+    const userNamespaced = plan.createSandbox && pod.spec?.hostUsers === false;
+    if (userNamespaced) recordUserNamespacedPodStarted(this.#o.metrics);
     if (plan.createSandbox) {
       log.debug('Creating PodSandbox for pod');
       const created = await createPodSandbox(this.#o, pod, plan.attempt, signal);
-      if (created === undefined) return { outcome: 'sandbox-failed', podStatus: runtime };
+      if (created === undefined) {
+        if (userNamespaced) recordUserNamespacedPodStarted(this.#o.metrics, false);
+        return { outcome: 'sandbox-failed', podStatus: runtime };
+      }
       ({ id: sandboxId, config: sandbox } = created);
       log.debug('Created PodSandbox for pod', { podSandboxID: sandboxId });
       await this.#o.pleg.relist(signal);
@@ -299,6 +306,14 @@ export class KubeRuntimeManager {
       for (const name of plan.initContainersToStart) await start('init container', name);
       await Promise.all(plan.containersToStart.map((name) => start('container', name)));
       await this.#o.pleg.relist(signal);
+      // A container started now and left waiting failed to start (its reason says how).
+      const started = [
+        ...plan.ephemeralContainersToStart,
+        ...plan.initContainersToStart,
+        ...plan.containersToStart,
+      ];
+      if (userNamespaced && started.some((name) => waiting.has(name)))
+        recordUserNamespacedPodStarted(this.#o.metrics, false);
     }
     for (const name of Object.keys(plan.waiting)) {
       const remaining = this.#o.crashBackoff.remaining(containerBackoffKey(uid, name));

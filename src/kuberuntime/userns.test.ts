@@ -17,6 +17,7 @@ import { FakeCriClient } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
 import { ImageManager } from '../images/manager.ts';
 import { FakeKubeClient } from '../kube/fake-client.ts';
+import { KubeletMetrics } from '../metrics/registry.ts';
 import { RelistPleg } from '../pleg/generic.ts';
 import { FakeUserNamespaceManager, type FakeUsernsOptions } from '../userns/fake.ts';
 import { Backoff } from '../util/backoff.ts';
@@ -41,6 +42,7 @@ async function harness(userns: FakeUsernsOptions) {
   fake.addImage('registry.test/main:1', { preloaded: true });
   const recorder = new MemoryEventRecorder();
   const logger = new MemoryLogger();
+  const metrics = new KubeletMetrics();
   const pleg = new RelistPleg({ runtime: fake.runtime, clock, logger, onEvents: () => undefined });
   const manager = (users: FakeUserNamespaceManager) =>
     new KubeRuntimeManager({
@@ -76,6 +78,7 @@ async function harness(userns: FakeUsernsOptions) {
       },
       hostsFile: () => '127.0.0.1\tlocalhost\n',
       userns: users,
+      metrics,
     });
   const sync = async (m: KubeRuntimeManager, pod: Pod) => {
     await pleg.relist(live());
@@ -86,7 +89,17 @@ async function harness(userns: FakeUsernsOptions) {
     });
   };
   const users = new FakeUserNamespaceManager(userns);
-  return { fake, recorder, users, manager, sync, first: manager(users) };
+  /** kubelet_started_user_namespaced_pods_total and its errors. */
+  const counts = async () => {
+    const text = await metrics.registry.metrics();
+    const value = (name: string) =>
+      Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? 'NaN');
+    return [
+      value('kubelet_started_user_namespaced_pods_total'),
+      value('kubelet_started_user_namespaced_pods_errors_total'),
+    ];
+  };
+  return { fake, recorder, users, manager, sync, counts, first: manager(users) };
 }
 
 function usernsPod(containers: string[] = ['main']): Pod {
@@ -161,5 +174,26 @@ describe('user namespaces in the runtime manager', () => {
     const ns = run?.config?.linux?.securityContext?.namespaceOptions?.usernsOptions;
     assert.equal(ns?.mode, cri.NamespaceMode.NODE);
     assert.equal(h.users.allocated(testPod().metadata?.uid ?? ''), undefined);
+  });
+
+  test('kubelet_started_user_namespaced_pods_total and _errors_total, as upstream counts them', async () => {
+    const ok = await harness({ handlers: { '': true } });
+    await ok.sync(ok.first, usernsPod());
+    await ok.sync(ok.first, usernsPod());
+    assert.deepEqual(
+      await ok.counts(),
+      [1, 0],
+      'one sandbox, no error; a steady sync counts nothing',
+    );
+    const refused = await harness({ handlers: { '': false } });
+    await refused.sync(refused.first, usernsPod());
+    assert.deepEqual(await refused.counts(), [1, 1], 'the sandbox was refused');
+    const failing = await harness({ handlers: { '': true } });
+    failing.fake.failNext('RuntimeService/StartContainer', new Error('exec: "bogus": not found'));
+    await failing.sync(failing.first, usernsPod());
+    assert.deepEqual(await failing.counts(), [1, 1], 'its container did not start');
+    const plain = await harness({ handlers: { '': true } });
+    await plain.sync(plain.first, testPod());
+    assert.deepEqual(await plain.counts(), [0, 0], 'not a user namespaced pod');
   });
 });

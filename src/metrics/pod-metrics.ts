@@ -16,6 +16,16 @@ export function recordPodStarted(m: KubeletMetrics | undefined, ok = true): void
 }
 
 /**
+ * A sandbox is being created for a `hostUsers: false` pod
+ * (kubelet_started_user_namespaced_pods_total), or that pod's first sync failed: its
+ * sandbox or a container it started (the errors counter, counted once per pod start).
+ */
+export function recordUserNamespacedPodStarted(m: KubeletMetrics | undefined, ok = true): void {
+  if (ok) m?.startedUserNamespacedPodsTotal.inc();
+  else m?.startedUserNamespacedPodsErrorsTotal.inc();
+}
+
+/**
  * StartContainer was called (kubelet_started_containers_total); on failure `code` is the
  * error's code (upstream uses the gRPC status name) for started_containers_errors_total.
  */

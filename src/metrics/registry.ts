@@ -99,6 +99,8 @@ export class KubeletMetrics {
   readonly runningContainers: Gauge<'container_state'>;
   readonly startedPodsTotal: Counter;
   readonly startedPodsErrorsTotal: Counter;
+  readonly startedUserNamespacedPodsTotal: Counter;
+  readonly startedUserNamespacedPodsErrorsTotal: Counter;
   readonly startedContainersTotal: Counter<'container_type'>;
   readonly startedContainersErrorsTotal: Counter<'container_type' | 'code'>;
   readonly imageVolumeRequestedTotal: Counter;
@@ -227,6 +229,14 @@ export class KubeletMetrics {
     this.startedPodsErrorsTotal = counter(
       'kubelet_started_pods_errors_total',
       'Cumulative number of errors when starting pods',
+    );
+    this.startedUserNamespacedPodsTotal = counter(
+      'kubelet_started_user_namespaced_pods_total',
+      'Cumulative number of pods with user namespaces started. This metric will only be collected on Linux.',
+    );
+    this.startedUserNamespacedPodsErrorsTotal = counter(
+      'kubelet_started_user_namespaced_pods_errors_total',
+      'Cumulative number of errors when starting pods with user namespaces. This metric will only be collected on Linux.',
     );
     this.startedContainersTotal = counter(
       'kubelet_started_containers_total',
