@@ -167,4 +167,26 @@ describe('the user namespace manager on disk', () => {
     await m.getOrCreateUserNamespaceMappings(userns('u'), '', signal);
     assert.equal(asked, 1);
   });
+
+  test('housekeeping costs nothing until a hostUsers false pod has loaded the ranges', async () => {
+    const rootDir = await tempRoot();
+    const disk = host(rootDir, { handlers: { '': true } });
+    let listed = 0;
+    const counting: UsernsHost = {
+      ...disk,
+      listPodsFromDisk: () => {
+        listed++;
+        return disk.listPodsFromDisk();
+      },
+    };
+    const m = new UsernsManager({ host: counting, logger: new MemoryLogger() });
+    await m.cleanupOrphanedPodUsernsAllocations(new Set(), signal);
+    await m.release('gone');
+    assert.equal(listed, 0);
+    await m.getOrCreateUserNamespaceMappings(userns('a'), '', signal);
+    assert.equal(listed, 1, 'the load');
+    await m.cleanupOrphanedPodUsernsAllocations(new Set(['a']), signal);
+    assert.equal(listed, 2);
+    assert.notEqual(m.allocated('a'), undefined);
+  });
 });

@@ -267,15 +267,15 @@ export class UsernsManager implements UserNamespaceManager {
     signal: AbortSignal,
   ): Promise<void> {
     return this.#serialize(async () => {
-      if (signal.aborted) return;
+      // Nothing loaded, nothing held: no need to list the pod directories every pass.
+      const ranges = this.#loaded;
+      if (signal.aborted || ranges === undefined) return;
       const onDisk = await this.#o.host.listPodsFromDisk();
       // Pods on disk that nothing knows: their range is freed and their file removed.
       for (const uid of onDisk) if (!active.has(uid)) await this.#release(uid);
       // Ranges of pods whose directory is gone (removed by the volume clean-up).
       const found = new Set(onDisk);
-      for (const uid of this.#loaded?.uids() ?? []) {
-        if (!found.has(uid)) this.#loaded?.release(uid);
-      }
+      for (const uid of ranges.uids()) if (!found.has(uid)) ranges.release(uid);
     });
   }
 
