@@ -1,5 +1,6 @@
 /**
- * Housekeeping every 2 s: kill and remove runtime pods no longer bound to this node
+ * Housekeeping, each tick of the sync loop's housekeeping ticker (podHousekeepingPeriod,
+ * 2 s by default; kubelet/sync-loop.ts): kill and remove runtime pods no longer bound to this node
  * (only once the pod source has completed its first list, so nothing is killed as an
  * orphan while berth does not yet know its pods), and garbage-collect dead containers
  * (keep the newest dead one per container, as upstream) and sandboxes no pod needs.
@@ -36,7 +37,6 @@ export interface HousekeepingOptions {
   readonly runtimeCaches?: readonly { prune(liveIds: ReadonlySet<string>): void }[];
   /** Back-offs whose idle entries are dropped (upstream's backOff.GC in housekeeping). */
   readonly backoffs?: readonly { gc(): void }[];
-  readonly periodMs?: number;
   readonly gcPeriodMs?: number;
 }
 
@@ -51,21 +51,22 @@ export class Housekeeping {
     this.#o = options;
   }
 
-  async run(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      await this.#o.clock.sleep(this.#o.periodMs ?? 2000, signal).catch(() => undefined);
-      if (isAborted(signal)) return;
-      try {
-        await this.cleanupOrphans(signal);
-        if (this.#o.clock.now() - this.#lastGc >= (this.#o.gcPeriodMs ?? 60_000)) {
-          this.#lastGc = this.#o.clock.now();
-          await this.garbageCollect(signal);
-          // Upstream's periodic QoS update: the Burstable tier's shares follow its pods.
-          await this.#o.podCgroups?.updateQos([...this.#o.source.pods().values()]);
-        }
-      } catch (err) {
-        if (!isAborted(signal)) this.#o.logger.warn('Housekeeping failed', { error: String(err) });
+  /**
+   * One housekeeping pass (upstream's HandlePodCleanups), run by the sync loop's
+   * housekeeping tick: orphans, then every gcPeriodMs the garbage collection and the
+   * QoS tier's shares. A failed pass is logged; the next tick tries again.
+   */
+  async handlePodCleanups(signal: AbortSignal): Promise<void> {
+    try {
+      await this.cleanupOrphans(signal);
+      if (this.#o.clock.now() - this.#lastGc >= (this.#o.gcPeriodMs ?? 60_000)) {
+        this.#lastGc = this.#o.clock.now();
+        await this.garbageCollect(signal);
+        // Upstream's periodic QoS update: the Burstable tier's shares follow its pods.
+        await this.#o.podCgroups?.updateQos([...this.#o.source.pods().values()]);
       }
+    } catch (err) {
+      if (!isAborted(signal)) this.#o.logger.warn('Housekeeping failed', { error: String(err) });
     }
   }
 

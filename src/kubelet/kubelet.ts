@@ -8,41 +8,29 @@
  */
 import { AdmissionManager } from '../admission/manager.ts';
 import { PodCgroups } from '../cm/pod-cgroups.ts';
-import { ImageManager } from '../images/manager.ts';
 import type { NodeAllocatable } from '../kuberuntime/downward.ts';
 import { CriContainerLogManager, type ContainerLogManager } from '../logs/index.ts';
 import { runtimeCounts } from '../metrics/pod-metrics.ts';
 import { LeaseController } from '../nodelease/controller.ts';
 import { hostAppArmorEnabled } from '../admission/apparmor.ts';
-import { NodeStatusManager } from '../nodestatus/manager.ts';
+import type { NodeStatusManager } from '../nodestatus/manager.ts';
 import { RelistPleg } from '../pleg/generic.ts';
-import type { PodLifecycleEvent } from '../pleg/types.ts';
 import { ApiPodSource } from '../podsource/api-source.ts';
 import { PodWorkers } from '../podworkers/pod-workers.ts';
 import { ProberManager } from '../prober/manager.ts';
 import type { KubeletServer } from '../server/server.ts';
 import { StatusManager } from '../status/manager.ts';
-import { Backoff } from '../util/backoff.ts';
-import { isAborted } from '../util/errors.ts';
-import { podObjectRefs, projectsTrustBundle } from '../volumes/sources/index.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { resizeStackOf, type ResizeStack } from './resize-stack.ts';
-import {
-  nodeAllocatable,
-  podsAllocatable,
-  readNodeHosts,
-  runtimeCgroupDriver,
-} from './kubelet-util.ts';
-import { podHostsFile } from '../kuberuntime/hosts-file.ts';
-import { PodEnvironment } from './pod-env.ts';
+import { nodeAllocatable, podsAllocatable, runtimeCgroupDriver } from './kubelet-util.ts';
 import { ServiceLister } from './service-lister.ts';
-import { createVolumeStack, type VolumeStack } from './volume-stack.ts';
+import { createVolumeStack, syncPodsOnSourceChange, type VolumeStack } from './volume-stack.ts';
 import { CsiDriverRegistryImpl, type CsiDriverStore } from '../csi/registry.ts';
-import { PodSync } from './pod-sync.ts';
-import { kubeletServerOf, runtimeConfigOf, usernsManagerOf } from './wiring.ts';
+import { kubeletServerOf, nodeStatusManagerOf, usernsManagerOf } from './wiring.ts';
+import { podSyncOf } from './pod-sync-wiring.ts';
 import { RuntimeStatusReader } from '../kuberuntime/runtime-status.ts';
 import { StaticPods } from './static-pods.ts';
-import { podConsumer } from './pod-consumer.ts';
+import { configChannel, SyncLoop } from './sync-loop.ts';
 import { apiLoops } from './startup.ts';
 import { pluginManagerLoop } from './plugin-wiring.ts';
 import { nodeShutdownOf } from './node-shutdown.ts';
@@ -52,8 +40,6 @@ import { evictionStackOf, type EvictionStack } from './eviction-wiring.ts';
 import { evictionAdmitHandler } from '../admission/eviction.ts';
 import { OomWatcher } from '../oom/watcher.ts';
 import { bootTimeMs } from '../oom/kmsg.ts';
-
-const POD_BACKOFF = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 } as const;
 import type { KubeletDeps, KubeletOptions, KubeletState } from './options.ts';
 
 export type { KubeletDeps, KubeletOptions, KubeletState } from './options.ts';
@@ -74,6 +60,8 @@ export class Kubelet {
   readonly nodeStatus: NodeStatusManager;
   readonly lease: LeaseController;
   readonly #housekeeping: Housekeeping;
+  /** Upstream's syncLoop: pod source updates, PLEG events, probe results, the tickers. */
+  readonly syncLoop: SyncLoop;
   readonly prober: ProberManager;
   readonly server: KubeletServer | undefined;
   readonly admission: AdmissionManager;
@@ -96,42 +84,26 @@ export class Kubelet {
     this.services = new ServiceLister({ client: kube, clock, logger });
     const allocatable = (): NodeAllocatable => nodeAllocatable(this.nodeStatus.node);
     this.csiDrivers = new CsiDriverRegistryImpl();
+    const api = options.standalone !== true;
+    const gates = options.featureGates ?? {};
     this.volumes = createVolumeStack({
-      kube,
-      nodeName: options.nodeName,
-      csiDrivers: this.csiDrivers,
-      clock,
-      logger,
-      rootDir: options.rootDir,
-      hostIPs: options.nodeIPs,
+      ...{ kube, clock, logger, recorder, metrics, csiDrivers: this.csiDrivers },
+      ...{ nodeName: options.nodeName, rootDir: options.rootDir, hostIPs: options.nodeIPs },
       nodeAllocatable: allocatable,
       ...(deps.mounter !== undefined && { mounter: deps.mounter }),
       pods: () => this.static.config.pods().values(),
       volumeStatsAggPeriodMs: options.volumeStatsAggPeriodMs,
-      metrics,
-      clusterTrustBundleProjection:
-        options.standalone !== true &&
-        options.featureGates?.['ClusterTrustBundleProjection'] !== false,
-      podCertificates:
-        options.standalone !== true && options.featureGates?.['PodCertificateRequest'] !== false,
-      recorder,
+      clusterTrustBundleProjection: api && gates['ClusterTrustBundleProjection'] !== false,
+      podCertificates: api && gates['PodCertificateRequest'] !== false,
       nodeUID: () => this.nodeStatus.node?.metadata?.uid,
     });
-    this.volumes.objects.onChange((kind, ns, name) => {
-      this.#resyncUsers(kind, ns, name);
-    });
-    // Upstream waits for the next periodic sync; resyncing the projecting pods at once
-    // writes the new bundle as soon as it is seen.
-    this.volumes.trustBundles?.onChange(() => {
-      for (const pod of this.static.config.pods().values()) {
-        if (projectsTrustBundle(pod)) this.podWorkers.update(pod, 'update');
-      }
-    });
-    // Issued, renewed, denied or failed credentials: the pod's volumes follow at once.
-    this.volumes.podCertificates?.onChange((uid) => {
-      const pod = this.static.config.pods().get(uid);
-      if (pod !== undefined) this.podWorkers.update(pod, 'update');
-    });
+    syncPodsOnSourceChange(
+      this.volumes,
+      () => this.static.config.pods(),
+      (pod) => {
+        this.podWorkers.update(pod, 'update');
+      },
+    );
     this.podCgroups =
       deps.cgroups === undefined || !options.cgroupsPerQOS
         ? undefined
@@ -143,7 +115,6 @@ export class Kubelet {
             podPidsLimit: options.podPidsLimit,
             logger: logger.child({ component: 'cgroups' }),
           });
-    const nodeHosts = readNodeHosts(options.nodeHostsFile ?? '/etc/hosts');
     this.containerLogs =
       options.logRotation === undefined
         ? undefined
@@ -154,27 +125,20 @@ export class Kubelet {
             podLogsDir: options.podLogsDir,
           });
     this.status = new StatusManager({
-      client: kube,
-      clock,
-      logger: logger.child({ component: 'status' }),
+      ...{ client: kube, clock, logger: logger.child({ component: 'status' }) },
       target: (pod) => this.static.mirrors.statusTarget(pod),
     });
     this.pleg = new RelistPleg({
-      runtime: cri.runtime,
-      clock,
-      logger: logger.child({ component: 'pleg' }),
+      ...{ runtime: cri.runtime, clock, logger: logger.child({ component: 'pleg' }) },
       evented: true,
       ...(metrics !== undefined && { metrics }),
       onEvents: (events) => {
-        this.#onPlegEvents(events);
+        this.syncLoop.dispatch({ kind: 'pleg', events });
       },
     });
     // kubelet_running_pods / kubelet_running_containers, counted at scrape time from
     // the PLEG's cache (what upstream's collectors read from its runtime cache).
     metrics?.observeRuntime(() => runtimeCounts(this.pleg));
-    // Upstream's image pull and container restart back-offs: 10 s doubling to 5 min.
-    const imageBackoff = new Backoff(clock, POD_BACKOFF);
-    const crashBackoff = new Backoff(clock, POD_BACKOFF);
     const reader = new RuntimeStatusReader(cri.runtime);
     const userns = usernsManagerOf(options, cri, logger);
     this.resize = resizeStackOf({
@@ -185,16 +149,6 @@ export class Kubelet {
       ...{ podWorkers: () => this.podWorkers, reader },
       ...{ allowedUnsafeSysctls: options.allowedUnsafeSysctls ?? [], recorder, clock, logger },
     });
-    const images = new ImageManager({
-      images: cri.image,
-      recorder,
-      clock,
-      logger: logger.child({ component: 'images' }),
-      backoff: imageBackoff,
-      maxParallelPulls: options.maxParallelImagePulls,
-      ...(options.registryPull !== undefined && { pullRate: options.registryPull }),
-      ...(metrics !== undefined && { metrics }),
-    });
     this.prober = new ProberManager({
       runtime: cri.runtime,
       clock,
@@ -202,46 +156,18 @@ export class Kubelet {
       logger: logger.child({ component: 'prober' }),
       ...(metrics !== undefined && { metrics: metrics.prober }),
       // A changed result is acted on by the next sync (kill, ready flag): run it now.
-      onChange: (uid) => {
-        const pod = this.static.config.pods().get(uid);
-        if (pod !== undefined) this.podWorkers.update(pod, 'runtime-event');
+      onChange: (podUID, probe) => {
+        this.syncLoop.dispatch({ kind: 'probe', probe, podUID });
       },
     });
-    const sync = new PodSync({
-      cri,
-      kube,
-      pleg: this.pleg,
-      reader,
-      images,
-      status: this.status,
-      recorder,
-      clock,
-      logger,
-      crashBackoff,
-      runtimeConfig: runtimeConfigOf(
-        options,
-        recorder,
-        () => this.nodeStatus.node?.status,
-        this.podCgroups,
-        deps.cgroups?.version,
-      ),
+    const { sync, backoffs } = podSyncOf(options, {
+      ...{ kube, cri, recorder, clock, logger, metrics, pleg: this.pleg, reader },
+      ...{ status: this.status, prober: this.prober, volumes: this.volumes.volumes },
+      ...{ services: this.services, nodeAllocatable: allocatable },
+      nodeStatus: () => this.nodeStatus.node?.status,
+      ...{ podCgroups: this.podCgroups, cgroupVersion: deps.cgroups?.version },
+      ...{ containerLogs: this.containerLogs, resizer: this.resize.resizer },
       runtimeName: () => this.#runtimeName,
-      hostIPs: options.nodeIPs,
-      prober: this.prober,
-      rootDir: options.rootDir,
-      volumes: this.volumes.volumes,
-      env: new PodEnvironment({
-        kube,
-        services: this.services,
-        hostIPs: options.nodeIPs,
-        nodeAllocatable: allocatable,
-        recorder,
-      }),
-      hostsFile: (pod, podIPs) => podHostsFile(pod, podIPs, options, nodeHosts),
-      ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
-      ...(metrics !== undefined && { metrics }),
-      ...(this.containerLogs !== undefined && { containerLogs: this.containerLogs }),
-      resize: this.resize.resizer,
       userns,
       onPodGone: (uid) => {
         this.volumes.tokens.deletePodTokens(uid);
@@ -270,16 +196,7 @@ export class Kubelet {
       forget: (uid) => {
         this.status.remove(uid);
       },
-      consumer: podConsumer({
-        kube,
-        logger,
-        signal: this.#abort.signal,
-        admission: () => this.admission,
-        volumes: () => this.volumes,
-        podWorkers: () => this.podWorkers,
-        status: () => this.status,
-        allocation: () => this.resize.allocation,
-      }),
+      consumer: configChannel(() => this.syncLoop),
     });
     this.source = new ApiPodSource({
       client: kube,
@@ -302,27 +219,8 @@ export class Kubelet {
       rootDir: options.rootDir,
       ...(metrics !== undefined && { metrics }),
     });
-    this.nodeStatus = new NodeStatusManager({
-      client: kube,
-      clock,
-      logger: logger.child({ component: 'node-status' }),
-      host: deps.host,
-      runtime: cri.runtime,
-      images: cri.image,
-      maxImages: options.nodeStatusMaxImages,
-      recorder,
-      nodeName: options.nodeName,
-      labels: options.nodeLabels,
-      taints: options.registerWithTaints,
-      ...(options.providerID !== undefined && { providerID: options.providerID }),
-      nodeIPs: options.nodeIPs,
-      kubeletPort: options.kubeletPort,
-      maxPods: options.maxPods,
-      updateFrequencyMs: options.nodeStatusUpdateFrequencyMs,
-      reportFrequencyMs: options.nodeStatusReportFrequencyMs,
-      evictionMemoryBytes: options.evictionMemoryBytes,
-      evictionNodefsFraction: options.evictionNodefsFraction,
-      ...(options.reserved !== undefined && { reserved: options.reserved }),
+    this.nodeStatus = nodeStatusManagerOf(options, {
+      ...{ kube, cri, recorder, clock, logger, host: deps.host },
       pressure: () => this.eviction?.manager.conditions() ?? [],
       volumesInUse: () => this.volumes.volumes.volumesInUse(),
       healthProblems: () =>
@@ -364,42 +262,42 @@ export class Kubelet {
       ],
     });
     this.lease = new LeaseController({
-      client: kube,
-      clock,
-      logger: logger.child({ component: 'lease' }),
+      ...{ client: kube, clock, logger: logger.child({ component: 'lease' }) },
       nodeName: options.nodeName,
       leaseDurationSeconds: options.nodeLeaseDurationSeconds,
       nodeUID: () => this.nodeStatus.node?.metadata?.uid,
     });
     this.#housekeeping = new Housekeeping({
-      cri,
-      pleg: this.pleg,
-      source: this.static.config,
-      podWorkers: this.podWorkers,
-      clock,
-      logger: logger.child({ component: 'housekeeping' }),
+      ...{ cri, pleg: this.pleg, source: this.static.config, podWorkers: this.podWorkers },
+      ...{ clock, logger: logger.child({ component: 'housekeeping' }) },
       volumes: this.volumes.volumes,
       ...(this.podCgroups !== undefined && { podCgroups: this.podCgroups }),
       allocations: this.resize,
       userns,
       runtimeCaches: [reader],
-      backoffs: [crashBackoff, imageBackoff],
+      backoffs,
+    });
+    this.syncLoop = new SyncLoop({
+      ...{ clock, logger, kube, signal: this.#abort.signal },
+      pods: () => this.static.config.pods(),
+      ...{ admission: this.admission, podWorkers: this.podWorkers, prober: this.prober },
+      ...{ objects: this.volumes.objects, status: this.status },
+      allocation: this.resize.allocation,
+      housekeeping: this.#housekeeping,
+      syncFrequencyMs: options.syncFrequencyMs,
       ...(options.podHousekeepingPeriodMs !== undefined && {
-        periodMs: options.podHousekeepingPeriodMs,
+        housekeepingPeriodMs: options.podHousekeepingPeriodMs,
       }),
     });
     this.server = kubeletServerOf(options, {
-      kube,
-      cri,
-      clock,
-      logger,
+      ...{ kube, cri, clock, logger },
       ...(metrics !== undefined && { metrics }),
       ...(deps.servingCertificate !== undefined && {
         servingCertificate: deps.servingCertificate,
       }),
       pods: () => this.static.config.pods(),
       runtimeCache: this.pleg,
-      syncLoopHealth: () => this.#syncLoopHealth(),
+      syncLoopHealth: () => (this.#state === 'RUNNING' ? this.syncLoop.health() : undefined),
       volumes: (uid) => this.volumes.stats.podStats(uid),
     });
   }
@@ -408,37 +306,8 @@ export class Kubelet {
     return this.#state;
   }
 
-  /** A referenced configMap or secret changed: its pods' volumes are refreshed by a sync. */
-  #resyncUsers(kind: 'configmap' | 'secret', namespace: string, name: string): void {
-    for (const pod of this.static.config.pods().values()) {
-      if ((pod.metadata?.namespace ?? 'default') !== namespace) continue;
-      const refs = podObjectRefs(pod);
-      const names = kind === 'configmap' ? refs.configMaps : refs.secrets;
-      if (names.has(name)) this.podWorkers.update(pod, 'update');
-    }
-  }
-
-  #lastResync = 0;
   /** Whether the host enforces AppArmor (read once at start, as upstream). */
   #appArmorEnabled = false;
-
-  /** Upstream's syncloop health check: the loop ran within twice its period (and 30 s). */
-  #syncLoopHealth(): string | undefined {
-    if (this.#state !== 'RUNNING' || this.#lastResync === 0) return undefined;
-    const age = this.#d.clock.now() - this.#lastResync;
-    const limit = Math.max(2 * this.#o.syncFrequencyMs, 30_000);
-    return age > limit
-      ? `sync loop took too long: last ran ${Math.round(age / 1000)}s ago`
-      : undefined;
-  }
-
-  #onPlegEvents(events: readonly PodLifecycleEvent[]): void {
-    const pods = this.static.config.pods();
-    for (const uid of new Set(events.map((e) => e.podUID))) {
-      const pod = pods.get(uid);
-      if (pod !== undefined) this.podWorkers.update(pod, 'runtime-event');
-    }
-  }
 
   #loop(name: string, run: (signal: AbortSignal) => Promise<void>): void {
     const signal = this.#abort.signal;
@@ -494,7 +363,6 @@ export class Kubelet {
         for (const [name, run] of apiLoops(this)) this.#loop(name, run);
         this.#loop('plugin-manager', pluginManagerLoop(this, this.#o, this.#d));
       }
-      this.#loop('housekeeping', (s) => this.#housekeeping.run(s));
       this.#loop('volume-stats', (s) => this.volumes.stats.run(s));
       const kmsg = this.#d.kmsg;
       if (kmsg !== undefined) {
@@ -510,14 +378,7 @@ export class Kubelet {
       if (eviction !== undefined) this.#loop('eviction', (s) => eviction.run(s));
       // Logs and exec of the static pods are served while the API is unreachable too.
       await this.server?.start();
-      this.#loop('resync', async (s) => {
-        while (!s.aborted) {
-          await this.#d.clock.sleep(this.#o.syncFrequencyMs, s).catch(() => undefined);
-          if (isAborted(s)) continue;
-          this.#lastResync = this.#d.clock.now();
-          this.podWorkers.resyncAll();
-        }
-      });
+      this.#loop('sync-loop', (s) => this.syncLoop.run(s));
       this.#state = 'RUNNING';
     } catch (err) {
       this.#state = 'FAILED';

@@ -63,6 +63,16 @@ export class PodSync implements PodSyncer {
     return this.#runtime.getPodStatus(pod, signal);
   }
 
+  /**
+   * The probe workers of a pod being synced follow its running container instances
+   * (a restarted container gets new ones). The pod is probed at all only once the sync
+   * loop added it, and no longer once it terminates (ProberManager.addPod/removePod).
+   */
+  #probe(pod: Pod, runtime: RuntimePodStatus): RuntimePodStatus {
+    this.#o.prober?.syncPod(pod, runtime);
+    return runtime;
+  }
+
   /** Computes and records the pod's status; returns its phase. */
   #report(
     pod: Pod,
@@ -72,8 +82,6 @@ export class PodSync implements PodSyncer {
     const uid = pod.metadata?.uid ?? '';
     const podFailure = extra.podFailure ?? this.#failed.get(uid);
     const prober = this.#o.prober;
-    // Every runtime read ends here, so this is where probe workers follow the containers.
-    if (prober !== undefined && extra.terminating !== true) prober.syncPod(pod, runtime);
     const previous = this.#o.status.get(uid) ?? pod.status;
     const resize = this.#o.resize?.statusInputs(pod, runtime, extra.terminating === true);
     const status = generatePodStatus({
@@ -138,7 +146,7 @@ export class PodSync implements PodSyncer {
       // Upstream keeps the containers in their default waiting state (ContainerCreating,
       // PodInitializing with init containers) and retries; the event says why.
       recorder.event(podRef(pod), 'Warning', 'FailedMount', err.message);
-      this.#report(pod, await this.#runtimeStatus(pod, signal));
+      this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
       return { requeueAfterMs: 5000 };
     }
     const result = await this.#runtime.syncPod(
@@ -149,10 +157,10 @@ export class PodSync implements PodSyncer {
       { volumes, waiting },
     );
     if (result.outcome !== 'synced') {
-      this.#report(pod, result.podStatus);
+      this.#report(pod, this.#probe(pod, result.podStatus));
       return result.outcome === 'sandbox-failed' ? { requeueAfterMs: 10_000 } : {};
     }
-    const phase = this.#report(pod, await this.#runtimeStatus(pod, signal));
+    const phase = this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
     let requeue = result.requeueAfterMs;
     if (deadlineMs !== undefined) requeue = Math.min(requeue ?? deadlineMs, deadlineMs);
     const terminal = phase === 'Succeeded' || phase === 'Failed';
@@ -182,7 +190,7 @@ export class PodSync implements PodSyncer {
       signal,
     );
     await this.#o.pleg.relist(signal);
-    this.#report(pod, await this.#runtimeStatus(pod, signal));
+    this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
     return { terminal: true };
   }
 

@@ -21,6 +21,8 @@ import {
   DisabledPodCertificates,
   DisabledTrustBundles,
   PodCertificateManager,
+  podObjectRefs,
+  projectsTrustBundle,
   TokenManager,
   TrustBundleCache,
   WatchingObjectCache,
@@ -140,4 +142,30 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
   });
   metrics?.observeVolumes(() => stats.all());
   return { volumes, objects, tokens, trustBundles, podCertificates, stats };
+}
+
+/**
+ * The pods whose volume sources changed are synced again at once, so their files follow:
+ * a referenced configMap or secret, a ClusterTrustBundle they project (upstream waits
+ * for the next periodic sync), a podCertificate credential issued, renewed or denied.
+ */
+export function syncPodsOnSourceChange(
+  stack: VolumeStack,
+  pods: () => ReadonlyMap<string, Pod>,
+  sync: (pod: Pod) => void,
+): void {
+  stack.objects.onChange((kind, namespace, name) => {
+    for (const pod of pods().values()) {
+      if ((pod.metadata?.namespace ?? 'default') !== namespace) continue;
+      const refs = podObjectRefs(pod);
+      if ((kind === 'configmap' ? refs.configMaps : refs.secrets).has(name)) sync(pod);
+    }
+  });
+  stack.trustBundles?.onChange(() => {
+    for (const pod of pods().values()) if (projectsTrustBundle(pod)) sync(pod);
+  });
+  stack.podCertificates?.onChange((uid) => {
+    const pod = pods().get(uid);
+    if (pod !== undefined) sync(pod);
+  });
 }

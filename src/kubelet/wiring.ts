@@ -1,7 +1,7 @@
 /**
  * The parts of the composition root that only translate the kubelet's options into a
- * manager's: the CRI runtime config (DNS, seccomp, hugepages, cgroup parent) and the
- * kubelet API server with its stats provider. Kept apart from kubelet.ts so the root
+ * manager's: the CRI runtime config (DNS, seccomp, hugepages, cgroup parent), the node
+ * status manager, and the kubelet API server with its stats provider. Kept apart from kubelet.ts so the root
  * reads as the list of managers and their order.
  */
 import { join } from 'node:path';
@@ -13,6 +13,8 @@ import type { EventRecorder } from '../events/types.ts';
 import type { KubeClient } from '../kube/types.ts';
 import type { RuntimeCache } from '../pleg/types.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
+import { NodeStatusManager } from '../nodestatus/manager.ts';
+import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { KubeletServer, type ServingCertificateSource } from '../server/server.ts';
 import { CriStatsProvider } from '../stats/cri-provider.ts';
 import { ProcHostStats } from '../stats/host.ts';
@@ -147,4 +149,51 @@ export function kubeletServerOf(
       ...(w.servingCertificate !== undefined && { certificate: w.servingCertificate }),
     },
   );
+}
+
+/** What the node status manager reads from the other managers. */
+export interface NodeStatusWiring {
+  readonly kube: KubeClient;
+  readonly cri: CriClient;
+  readonly recorder: EventRecorder;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly host: HostInfoProvider;
+  /** Eviction's node conditions (MemoryPressure, DiskPressure, PIDPressure). */
+  readonly pressure: () => readonly string[];
+  readonly volumesInUse: () => readonly string[];
+  /** PLEG, pod source and node shutdown problems: each one makes the Node NotReady. */
+  readonly healthProblems: () => readonly string[];
+}
+
+/** The node status manager (registration, status, images) for the kubelet's options. */
+export function nodeStatusManagerOf(
+  options: KubeletOptions,
+  w: NodeStatusWiring,
+): NodeStatusManager {
+  return new NodeStatusManager({
+    client: w.kube,
+    clock: w.clock,
+    logger: w.logger.child({ component: 'node-status' }),
+    host: w.host,
+    runtime: w.cri.runtime,
+    images: w.cri.image,
+    maxImages: options.nodeStatusMaxImages,
+    recorder: w.recorder,
+    nodeName: options.nodeName,
+    labels: options.nodeLabels,
+    taints: options.registerWithTaints,
+    ...(options.providerID !== undefined && { providerID: options.providerID }),
+    nodeIPs: options.nodeIPs,
+    kubeletPort: options.kubeletPort,
+    maxPods: options.maxPods,
+    updateFrequencyMs: options.nodeStatusUpdateFrequencyMs,
+    reportFrequencyMs: options.nodeStatusReportFrequencyMs,
+    evictionMemoryBytes: options.evictionMemoryBytes,
+    evictionNodefsFraction: options.evictionNodefsFraction,
+    ...(options.reserved !== undefined && { reserved: options.reserved }),
+    pressure: w.pressure,
+    volumesInUse: w.volumesInUse,
+    healthProblems: w.healthProblems,
+  });
 }

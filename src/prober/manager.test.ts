@@ -74,6 +74,8 @@ async function harness(
     ...(metrics !== undefined && { metrics }),
   });
   probers.push(prober);
+  // Every test's pod is testPod()'s UID; the sync loop adds a pod before it is synced.
+  prober.addPod(testPod());
   let n = 0;
   return {
     fake,

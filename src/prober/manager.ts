@@ -1,8 +1,9 @@
 /**
  * The prober manager: one worker per (pod UID, container, probe kind), each bound to a
- * container instance by ID. The pod sync tells it what runs (`syncPod`) after every
- * runtime read; the manager starts workers for new instances and stops those whose
- * instance or pod went away. Results are keyed by container ID, so a restarted
+ * container instance by ID. A pod is probed from when the sync loop adds it (`addPod`,
+ * upstream's AddPod) until it is removed or terminates (`removePod`); in between, the
+ * pod sync tells it what runs (`syncPod`) after every runtime read, and the manager
+ * starts workers for new instances and stops those whose instance went away. Results are keyed by container ID, so a restarted
  * container starts with no results (not ready, not failed) instead of inheriting its
  * predecessor's.
  *
@@ -36,7 +37,7 @@ export interface ProberManagerOptions {
   readonly recorder: EventRecorder;
   readonly logger: Logger;
   /** A result of the pod changed: sync it soon (readiness, or a kill for liveness). */
-  readonly onChange: (podUID: string) => void;
+  readonly onChange: (podUID: string, kind: ProbeKind) => void;
   /** In [0, 1), for staggering the first probes (default Math.random). */
   readonly random?: () => number;
   /** Counts every probe run (prober_probe_total, prober_probe_duration_seconds). */
@@ -58,6 +59,8 @@ export class ProberManager implements ProbeManager {
   /** Keyed `${kind}/${containerId}`. */
   readonly #results = new Map<string, ProbeResult>();
   readonly #podIPs = new Map<string, string | undefined>();
+  /** UIDs of the pods added and not removed since: only these are probed. */
+  readonly #pods = new Set<string>();
   readonly #store: ResultsStore;
   readonly #view: ResultsView;
   /** When this manager was made: workers started within a period of it are jittered. */
@@ -89,13 +92,20 @@ export class ProberManager implements ProbeManager {
     return this.#workers.size;
   }
 
+  /** The pod is probed from now on: its containers get workers as they run (`syncPod`). */
+  addPod(pod: Pod): void {
+    const uid = pod.metadata?.uid ?? '';
+    if (uid !== '' && !this.#stopped) this.#pods.add(uid);
+  }
+
   /**
    * Brings the pod's workers in line with what runs: a worker per probe of each
-   * running container instance; workers of other instances are stopped.
+   * running container instance; workers of other instances are stopped. A pod not
+   * added (or removed since) gets none.
    */
   syncPod(pod: Pod, runtime: RuntimePodStatus): void {
-    if (this.#stopped) return;
     const uid = pod.metadata?.uid ?? '';
+    if (this.#stopped || !this.#pods.has(uid)) return;
     const sandbox = runtime.sandboxes.find((s) => s.state === 'ready');
     this.#podIPs.set(uid, sandbox?.ip);
     const wanted = new Set<string>();
@@ -120,6 +130,7 @@ export class ProberManager implements ProbeManager {
 
   /** Stops every worker of the pod and forgets its results (termination, removal). */
   removePod(uid: string): void {
+    this.#pods.delete(uid);
     for (const [key, w] of this.#workers) if (key.startsWith(`${uid}/`)) this.#stopWorker(key, w);
     this.#podIPs.delete(uid);
   }
@@ -180,7 +191,7 @@ export class ProberManager implements ProbeManager {
         }),
         results: this.#store,
         onChange: () => {
-          this.#o.onChange(uid);
+          this.#o.onChange(uid, kind);
         },
         onStarted: () => {
           // Readiness, held back by the startup probe, is probed now rather than at its
