@@ -1,11 +1,13 @@
 /**
  * Shared fixtures of the kubelet's unit tests: a fake host, the options of a test
- * node (with a fresh root directory) and a polling helper.
+ * node (with a fresh root directory) and polling helpers: on the fake clock (`untilOnClock`)
+ * and, for tests that still run on the system clock, every 20 ms (`until`).
  */
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
+import type { FakeClock } from '../util/clock.ts';
 import type { KubeletOptions } from './kubelet.ts';
 
 export const host: HostInfoProvider = {
@@ -69,5 +71,31 @@ export async function until<T>(
     if (v !== undefined) return v;
     if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** How far the fake clock moves between two polls. */
+const FAKE_STEP_MS = 100;
+
+/**
+ * Polls `fn` on the fake clock: between polls the clock moves FAKE_STEP_MS and the work
+ * it woke runs. Fails once `limitMs` (default 60 s) of fake time passed without a value;
+ * a test that must show a wake-up was not lost sets syncFrequency above that, so the
+ * periodic resync cannot catch up what the wiring dropped.
+ */
+export async function untilOnClock<T>(
+  clock: FakeClock,
+  what: string,
+  fn: () => Promise<T | undefined>,
+  limitMs = 60_000,
+): Promise<T> {
+  for (let waited = 0; ; waited += FAKE_STEP_MS) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (waited >= limitMs) throw new Error(`Not reached after ${limitMs} ms of fake time: ${what}`);
+    await clock.advance(FAKE_STEP_MS);
+    // A real turn of the event loop (timers, I/O callbacks), so the file system and the
+    // fakes' streams keep up with the fake time.
+    await new Promise<void>((r) => setTimeout(r, 1));
   }
 }
