@@ -1,7 +1,10 @@
 /**
- * Housekeeping's garbage-collection pass keeps the per-object caches of a long-lived
- * berth bounded: the runtime status reader forgets containers and sandboxes the runtime
- * no longer has, and the back-offs drop entries idle past their reset period.
+ * Housekeeping on the fake CRI and the fake clock. Its pass (HandlePodCleanups, run by
+ * the sync loop's housekeeping tick) kills runtime pods nothing binds here once every
+ * source has reported, and removes the volumes of pods that are gone. Its
+ * garbage-collection pass keeps the per-object caches of a long-lived berth bounded:
+ * the runtime status reader forgets containers and sandboxes the runtime no longer has,
+ * and the back-offs drop entries idle past their reset period.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -12,6 +15,8 @@ import { PodWorkers } from '../podworkers/pod-workers.ts';
 import { Backoff } from '../util/backoff.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
+import { FakeVolumeManager } from '../volumes/fake.ts';
+import type { Pod } from 'kubernetes-types/core/v1.js';
 import { Housekeeping } from './housekeeping.ts';
 
 const IMAGE = '127.0.0.1:5000/berth/busybox:1.35.0';
@@ -123,5 +128,103 @@ describe('Housekeeping garbage collection', () => {
     assert.deepEqual(await ids(), [containerId]);
     await housekeeping.garbageCollect(AbortSignal.timeout(10_000), { allOfTerminatedPods: true });
     assert.deepEqual(await ids(), []);
+  });
+});
+
+/** A running runtime pod `uid` (sandbox and one started container) in the fake CRI. */
+async function runtimePod(client: FakeCriClient, uid: string): Promise<void> {
+  const { podSandboxId } = await client.runtime.runPodSandbox({
+    config: cri.PodSandboxConfig.fromPartial({
+      metadata: { name: uid, namespace: 'ns', uid, attempt: 0 },
+      labels: { 'io.kubernetes.pod.uid': uid },
+    }),
+  });
+  const { containerId } = await client.runtime.createContainer({
+    podSandboxId,
+    config: cri.ContainerConfig.fromPartial({
+      metadata: { name: 'c', attempt: 0 },
+      labels: { 'io.kubernetes.pod.uid': uid, 'io.kubernetes.container.name': 'c' },
+      image: { image: IMAGE },
+    }),
+  });
+  await client.runtime.startContainer({ containerId });
+}
+
+describe('Housekeeping pass (handlePodCleanups)', () => {
+  test('kills runtime pods nothing binds here, only once every source has reported', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1));
+    const client = new FakeCriClient({ clock });
+    client.addImage(IMAGE, { preloaded: true });
+    const logger = new MemoryLogger();
+    const pleg = new RelistPleg({ runtime: client.runtime, clock, logger, onEvents: () => {} });
+    await runtimePod(client, 'bound');
+    await runtimePod(client, 'orphan');
+    await pleg.relist();
+    const source = {
+      synced: false,
+      pods: () => new Map<string, Pod>([['bound', { metadata: { uid: 'bound' } }]]),
+    };
+    const volumes = new FakeVolumeManager();
+    volumes.podUIDs.add('gone-long-ago');
+    const housekeeping = new Housekeeping({
+      ...{ cri: client, pleg, source, clock, logger, volumes },
+      podWorkers: new PodWorkers({
+        syncer: {
+          syncPod: () => Promise.resolve({}),
+          syncTerminatingPod: () => Promise.resolve(),
+          syncTerminatedPod: () => Promise.resolve(),
+        },
+        clock,
+        logger,
+      }),
+    });
+    const sandboxesOf = async (): Promise<string[]> =>
+      (await client.runtime.listPodSandbox({})).items.map((s) => s.metadata?.uid ?? '').sort();
+    await housekeeping.handlePodCleanups(AbortSignal.timeout(10_000));
+    assert.deepEqual(
+      await sandboxesOf(),
+      ['bound', 'orphan'],
+      'nothing killed before the sources reported',
+    );
+    assert.ok(volumes.podUIDs.has('gone-long-ago'));
+    source.synced = true;
+    await housekeeping.handlePodCleanups(AbortSignal.timeout(10_000));
+    assert.deepEqual(await sandboxesOf(), ['bound']);
+    assert.ok(!volumes.podUIDs.has('gone-long-ago'), "a gone pod's directory is removed");
+  });
+
+  test('a failed pass is logged and the next one runs', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1));
+    const client = new FakeCriClient({ clock });
+    const logger = new MemoryLogger();
+    const pleg = new RelistPleg({ runtime: client.runtime, clock, logger, onEvents: () => {} });
+    let passes = 0;
+    const housekeeping = new Housekeeping({
+      cri: client,
+      pleg,
+      source: {
+        synced: true,
+        pods: () => {
+          passes += 1;
+          if (passes === 1) throw new Error('pod manager unavailable');
+          return new Map();
+        },
+      },
+      podWorkers: new PodWorkers({
+        syncer: {
+          syncPod: () => Promise.resolve({}),
+          syncTerminatingPod: () => Promise.resolve(),
+          syncTerminatedPod: () => Promise.resolve(),
+        },
+        clock,
+        logger,
+      }),
+      clock,
+      logger,
+    });
+    await housekeeping.handlePodCleanups(AbortSignal.timeout(10_000));
+    assert.ok(logger.records.some((r) => r.level === 'warn' && r.msg === 'Housekeeping failed'));
+    await housekeeping.handlePodCleanups(AbortSignal.timeout(10_000));
+    assert.ok(passes >= 2);
   });
 });
