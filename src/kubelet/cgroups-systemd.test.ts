@@ -18,11 +18,11 @@ import { FakeCriClient } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
 import { FakeKubeClient } from '../kube/fake-client.ts';
 import { inNamespace, PODS } from '../kube/types.ts';
-import { systemClock } from '../util/clock.ts';
+import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { FakeMounter } from '../volumes/mounter.ts';
 import { Kubelet } from './kubelet.ts';
-import { host, testKubeletOptions, until } from './testing.ts';
+import { host, testKubeletOptions, untilOnClock } from './testing.ts';
 
 const options = {
   ...(await testKubeletOptions()),
@@ -36,8 +36,13 @@ after(async () => {
 });
 
 test('systemd driver: QoS and pod slices through systemd; a refused slice is an event', async () => {
-  const kube = new FakeKubeClient();
-  const cri = new FakeCriClient({ flavor: 'containerd2', cgroupDriver: CgroupDriver.SYSTEMD });
+  const clock = new FakeClock();
+  const kube = new FakeKubeClient({ clock });
+  const cri = new FakeCriClient({
+    flavor: 'containerd2',
+    cgroupDriver: CgroupDriver.SYSTEMD,
+    clock,
+  });
   cri.addImage('berth.local/busybox:1', { preloaded: true });
   const recorder = new MemoryEventRecorder();
   const bus = new FakeSystemdBus({ mountRoot });
@@ -46,7 +51,7 @@ test('systemd driver: QoS and pod slices through systemd; a refused slice is an 
     kube,
     cri,
     recorder,
-    clock: systemClock,
+    clock,
     logger: new MemoryLogger(),
     host,
     mounter: new FakeMounter(),
@@ -78,7 +83,7 @@ test('systemd driver: QoS and pod slices through systemd; a refused slice is an 
     };
     const created = await kube.create(inNamespace(PODS, 'default'), pod);
     const uid = (created.metadata?.uid ?? '').replace(/-/g, '_');
-    await until('FailedCreatePodContainer', () =>
+    await untilOnClock(clock, 'FailedCreatePodContainer', () =>
       Promise.resolve(recorder.reasons().includes('FailedCreatePodContainer') ? true : undefined),
     );
     // A pod update syncs it again without waiting out the worker's error back-off.
@@ -88,10 +93,16 @@ test('systemd driver: QoS and pod slices through systemd; a refused slice is an 
       { metadata: { labels: { retry: '1' } } },
       'merge',
     );
-    await until('pod Running', async () => {
-      const p = await kube.get<Pod>(inNamespace(PODS, 'default'), 'g');
-      return p.status?.phase === 'Running' ? p : undefined;
-    });
+    // Less fake time than the back-off (10 s): the update, not the retry, ran the sync.
+    await untilOnClock(
+      clock,
+      'pod Running',
+      async () => {
+        const p = await kube.get<Pod>(inNamespace(PODS, 'default'), 'g');
+        return p.status?.phase === 'Running' ? p : undefined;
+      },
+      9_000,
+    );
     const event = recorder.events.find((e) => e.reason === 'FailedCreatePodContainer');
     assert.match(event?.message ?? '', /^unable to ensure pod container exists: .*AccessDenied/);
     const dir = join(mountRoot, `kubepods.slice/kubepods-pod${uid}.slice`);
@@ -99,7 +110,7 @@ test('systemd driver: QoS and pod slices through systemd; a refused slice is an 
     assert.equal((await readFile(join(dir, 'memory.max'), 'utf8')).trim(), String(64 << 20));
     assert.equal(cgroupfs.groups.size, 0, 'nothing went to the cgroupfs manager');
     await kube.delete(inNamespace(PODS, 'default'), 'g', { gracePeriodSeconds: 1 });
-    await until('pod slice stopped', () =>
+    await untilOnClock(clock, 'pod slice stopped', () =>
       Promise.resolve(bus.units.has(`kubepods-pod${uid}.slice`) ? undefined : true),
     );
   } finally {

@@ -12,11 +12,11 @@ import { FakeCriClient, type FakeRuntimeFlavor } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
 import { FakeKubeClient } from '../kube/fake-client.ts';
 import { inNamespace, PODS } from '../kube/types.ts';
-import { systemClock } from '../util/clock.ts';
+import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { FakeMounter } from '../volumes/mounter.ts';
 import { Kubelet } from './kubelet.ts';
-import { host, testKubeletOptions, until } from './testing.ts';
+import { host, testKubeletOptions, untilOnClock } from './testing.ts';
 
 const options = await testKubeletOptions();
 after(() => rm(options.rootDir, { recursive: true, force: true }));
@@ -50,12 +50,21 @@ function pod(name: string, volumeImage: string, mounts: Record<string, string[]>
   };
 }
 
+/** The fake clock of the kubelet `withKubelet` runs now. */
+let clock = new FakeClock();
+
+/** Polls on the running kubelet's fake clock. */
+function until<T>(what: string, fn: () => Promise<T | undefined>): Promise<T> {
+  return untilOnClock(clock, what, fn);
+}
+
 async function withKubelet(
   flavor: FakeRuntimeFlavor,
   fn: (kube: FakeKubeClient, cri: FakeCriClient, recorder: MemoryEventRecorder) => Promise<void>,
 ): Promise<void> {
-  const kube = new FakeKubeClient();
-  const cri = new FakeCriClient({ flavor });
+  clock = new FakeClock();
+  const kube = new FakeKubeClient({ clock });
+  const cri = new FakeCriClient({ flavor, clock });
   cri.addImage(BUSYBOX, { preloaded: true });
   cri.addImage(DATA, { preloaded: true });
   const recorder = new MemoryEventRecorder();
@@ -63,7 +72,7 @@ async function withKubelet(
     kube,
     cri,
     recorder,
-    clock: systemClock,
+    clock,
     logger: new MemoryLogger(),
     host,
     mounter: new FakeMounter(),

@@ -15,25 +15,26 @@ import { FakeCriClient } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
 import { FakeKubeClient } from '../kube/fake-client.ts';
 import { CONFIGMAPS, inNamespace, PODS } from '../kube/types.ts';
-import { systemClock } from '../util/clock.ts';
+import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { FakeMounter } from '../volumes/mounter.ts';
 import { Kubelet } from './kubelet.ts';
-import { host, testKubeletOptions, until } from './testing.ts';
+import { host, testKubeletOptions, untilOnClock } from './testing.ts';
 
 const options = await testKubeletOptions();
 after(() => rm(options.rootDir, { recursive: true, force: true }));
 
 describe('Kubelet container set-up (fake API server and fake runtime)', () => {
   test('volumes, environment, /etc/hosts, termination log and postStart reach CRI', async () => {
-    const kube = new FakeKubeClient();
-    const cri = new FakeCriClient({ flavor: 'containerd2' });
+    const clock = new FakeClock();
+    const kube = new FakeKubeClient({ clock });
+    const cri = new FakeCriClient({ flavor: 'containerd2', clock });
     cri.addImage('berth.local/busybox:1', { preloaded: true });
     const kubelet = new Kubelet(options, {
       kube,
       cri,
       recorder: new MemoryEventRecorder(),
-      clock: systemClock,
+      clock,
       logger: new MemoryLogger(),
       host,
       mounter: new FakeMounter(),
@@ -71,7 +72,7 @@ describe('Kubelet container set-up (fake API server and fake runtime)', () => {
         },
       });
       const uid = created.metadata?.uid ?? '';
-      await until('pod Running', async () => {
+      await untilOnClock(clock, 'pod Running', async () => {
         const p = await kube.get<Pod>(inNamespace(PODS, 'default'), 'web');
         return p.status?.phase === 'Running' ? p : undefined;
       });

@@ -23,11 +23,11 @@ import {
   type KubeClient,
   type WatchEvent,
 } from '../kube/types.ts';
-import { systemClock } from '../util/clock.ts';
+import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
 import { FakeMounter } from '../volumes/mounter.ts';
 import { Kubelet, type KubeletOptions } from './kubelet.ts';
-import { host, testKubeletOptions, until } from './testing.ts';
+import { host, testKubeletOptions, untilOnClock } from './testing.ts';
 
 const options = await testKubeletOptions();
 const manifests = await mkdtemp(join(tmpdir(), 'berth-startup-manifests-'));
@@ -125,8 +125,8 @@ class CountingNoApiClient extends NoApiClient {
   }
 }
 
-function kubeletWith(kube: KubeClient, extra: Partial<KubeletOptions> = {}) {
-  const cri = new FakeCriClient({ flavor: 'containerd2' });
+function kubeletWith(kube: KubeClient, clock: FakeClock, extra: Partial<KubeletOptions> = {}) {
+  const cri = new FakeCriClient({ flavor: 'containerd2', clock });
   cri.addImage('berth.local/busybox:1', { preloaded: true });
   const logger = new MemoryLogger();
   const kubelet = new Kubelet(
@@ -139,7 +139,7 @@ function kubeletWith(kube: KubeClient, extra: Partial<KubeletOptions> = {}) {
       kube,
       cri,
       recorder: new MemoryEventRecorder(),
-      clock: systemClock,
+      clock,
       logger,
       host,
       mounter: new FakeMounter(),
@@ -149,8 +149,12 @@ function kubeletWith(kube: KubeClient, extra: Partial<KubeletOptions> = {}) {
   return { kubelet, cri, logger };
 }
 
-async function runningContainer(cri: FakeCriClient, pod: string): Promise<string> {
-  return until(`the container of ${pod} running`, async () => {
+async function runningContainer(
+  cri: FakeCriClient,
+  clock: FakeClock,
+  pod: string,
+): Promise<string> {
+  return untilOnClock(clock, `the container of ${pod} running`, async () => {
     const { containers } = await cri.runtime.listContainers({});
     const c = containers.find(
       (x) => x.labels['io.kubernetes.pod.name'] === pod && x.state === 1, // CONTAINER_RUNNING
@@ -161,20 +165,20 @@ async function runningContainer(cri: FakeCriClient, pod: string): Promise<string
 
 describe('Kubelet start-up without an API server', () => {
   test('static pods run while the API is unreachable; the node and the mirror follow', async () => {
-    const fake = new FakeKubeClient();
+    const clock = new FakeClock();
+    const fake = new FakeKubeClient({ clock });
     const kube = new SwitchedClient(fake);
-    const { kubelet, cri, logger } = kubeletWith(kube);
+    const { kubelet, cri, logger } = kubeletWith(kube, clock);
     await kubelet.start();
     try {
-      const id = await runningContainer(cri, 'web-node-a');
+      const id = await runningContainer(cri, clock, 'web-node-a');
       assert.ok(logger.records.some((r) => r.msg === 'Unable to register node, will retry'));
       kube.down = false;
-      const node = await until(
-        'the node registered',
-        () => fake.get<Node>(NODES, 'node-a').catch(() => undefined),
-        20_000,
+      const node = await untilOnClock(clock, 'the node registered', () =>
+        fake.get<Node>(NODES, 'node-a').catch(() => undefined),
       );
-      const mirror = await until(
+      const mirror = await untilOnClock(
+        clock,
         'the mirror pod with the running status',
         async () => {
           const p = await fake
@@ -182,7 +186,6 @@ describe('Kubelet start-up without an API server', () => {
             .catch(() => undefined);
           return p?.status?.containerStatuses?.[0]?.state?.running !== undefined ? p : undefined;
         },
-        20_000,
       );
       assert.equal(mirror.metadata?.ownerReferences?.[0]?.uid, node.metadata?.uid);
       assert.equal(mirror.status?.containerStatuses?.[0]?.containerID, `containerd://${id}`);
@@ -195,13 +198,18 @@ describe('Kubelet start-up without an API server', () => {
 
   test('standalone: static pods run and no API request is ever made', async () => {
     const kube = new CountingNoApiClient();
-    const { kubelet, cri } = kubeletWith(kube, { standalone: true });
+    const clock = new FakeClock();
+    const { kubelet, cri } = kubeletWith(kube, clock, { standalone: true });
     await kubelet.start();
     try {
-      await runningContainer(cri, 'web-node-a');
+      await runningContainer(cri, clock, 'web-node-a');
       // The admission used the Node built from this host.
       assert.equal(kubelet.nodeStatus.node?.status?.allocatable?.['pods'], '110');
-      await new Promise((r) => setTimeout(r, 300));
+      // A minute of fake time: every periodic loop (status, node status, lease, resync) ran.
+      for (let i = 0; i < 60; i++) {
+        await clock.advance(1000);
+        await new Promise<void>((r) => setTimeout(r, 1));
+      }
       assert.equal(kube.calls, 0);
     } finally {
       await kubelet.stop();

@@ -1,7 +1,6 @@
 /**
  * Shared fixtures of the kubelet's unit tests: a fake host, the options of a test
- * node (with a fresh root directory) and polling helpers: on the fake clock (`untilOnClock`)
- * and, for tests that still run on the system clock, every 20 ms (`until`).
+ * node (with a fresh root directory) and a polling helper on the fake clock.
  */
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -57,21 +56,6 @@ export async function testKubeletOptions(): Promise<KubeletOptions> {
     cgroupDriver: 'cgroupfs',
     podPidsLimit: -1,
   };
-}
-
-/** Polls `fn` every 20 ms until it returns a value. */
-export async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** How far the fake clock moves between two polls. */
