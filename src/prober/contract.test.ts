@@ -4,6 +4,7 @@ import { FakeCriClient } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
+import { testPod } from '../container/testing.ts';
 import { proberContract } from './contract.ts';
 import { FakeProberManager } from './fake.ts';
 import { ProberManager } from './manager.ts';
@@ -37,15 +38,18 @@ proberContract('ProberManager (fake CRI)', () => {
   });
   const sandbox = fake.runtime.runPodSandbox({ config });
   let attempt = 0;
+  const prober = new ProberManager({
+    runtime: fake.runtime,
+    clock,
+    recorder: new MemoryEventRecorder(),
+    logger: new MemoryLogger(),
+    onChange: (uid) => changes.push(uid),
+    random: () => 0,
+  });
+  // The real manager probes only pods the sync loop added; every contract pod has this UID.
+  prober.addPod(testPod());
   return {
-    prober: new ProberManager({
-      runtime: fake.runtime,
-      clock,
-      recorder: new MemoryEventRecorder(),
-      logger: new MemoryLogger(),
-      onChange: (uid) => changes.push(uid),
-      random: () => 0,
-    }),
+    prober,
     clock,
     changes,
     start: async (name) => {
