@@ -17,6 +17,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Pod } from 'kubernetes-types/core/v1.js';
+import { GrpcCriClient } from '../../src/cri/index.ts';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import { USERNS_HANDLER } from '../harness/containerd.ts';
@@ -142,6 +143,19 @@ describe('user namespaces: hostUsers false and procMount on containerd 2.x', () 
     await berth.stop();
     await cluster.stop();
     assert.deepEqual(await cluster.leaks(), []);
+  });
+
+  test('containerd reports user namespace support for runc-userns only', async () => {
+    const client = new GrpcCriClient(cluster.runtime.socket, { defaultTimeoutMs: 10_000 });
+    try {
+      const { runtimeHandlers } = await client.runtime.status({ verbose: false });
+      const support = Object.fromEntries(
+        runtimeHandlers.map((h) => [h.name, h.features?.userNamespaces]),
+      );
+      assert.deepEqual(support, { '': false, runc: false, [USERNS_HANDLER]: true });
+    } finally {
+      client.close();
+    }
   });
 
   test('a hostUsers false pod sees its own range in uid_map and gid_map, and is root in it', async () => {
