@@ -31,6 +31,14 @@ describe('validateKubeletConfig', () => {
     );
   });
 
+  test("userNamespaces.idsPerPod: upstream's checks", () => {
+    const ids = (idsPerPod: number) => problems({ userNamespaces: { idsPerPod } });
+    assert.deepEqual(ids(65536 * 2), []);
+    assert.deepEqual(ids(4096), ['userNamespaces.idsPerPod: must not be less than 65536']);
+    assert.deepEqual(ids(65536 + 1), ['userNamespaces.idsPerPod: must be a multiple of 65536']);
+    assert.deepEqual(ids(2 ** 32), ['userNamespaces.idsPerPod: must not be more than 4294967295']);
+  });
+
   const cases: readonly [string, Partial<KubeletConfig>, RegExp][] = [
     [
       'nodeLeaseDurationSeconds > 0',

@@ -377,13 +377,12 @@ function resources(issues: Issues, c: KubeletConfig): void {
     `must be greater than 0 and at most 1, got ${c.memoryThrottlingFactor}`,
   );
   if (c.userNamespaces.idsPerPod !== null) {
+    // Upstream's three checks (validation_linux.go), in its order and words.
     const n = c.userNamespaces.idsPerPod;
-    check(
-      issues,
-      n > 0 && n % 65536 === 0 && n < 2 ** 32,
-      'userNamespaces.idsPerPod',
-      `must be a positive multiple of 65536 below 2^32, got ${n}`,
-    );
+    const path = 'userNamespaces.idsPerPod';
+    if (n < 65536) check(issues, false, path, 'must not be less than 65536');
+    else if (n % 65536 !== 0) check(issues, false, path, 'must be a multiple of 65536');
+    else if (n > 2 ** 32 - 1) check(issues, false, path, `must not be more than ${2 ** 32 - 1}`);
   }
 }
 
