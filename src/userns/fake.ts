@@ -30,8 +30,6 @@ export class FakeUserNamespaceManager implements UserNamespaceManager {
   readonly #ranges: IdRanges | UsernsError;
   /** Pods with a directory: those given a range, until {@link removePodDir}. */
   readonly #dirs = new Set<string>();
-  /** Every getOrCreateUserNamespaceMappings call, in order. */
-  readonly calls: { readonly uid: string; readonly runtimeHandler: string }[] = [];
 
   constructor(o: FakeUsernsOptions = {}) {
     this.#handlers = Object.entries(o.handlers ?? { '': true }).map(([name, userNamespaces]) => ({
@@ -57,7 +55,6 @@ export class FakeUserNamespaceManager implements UserNamespaceManager {
   ): Promise<cri.UserNamespace> {
     signal.throwIfAborted();
     const uid = pod.metadata?.uid ?? '';
-    this.calls.push({ uid, runtimeHandler });
     if (pod.spec?.hostUsers !== false) return Promise.resolve(nodeUserNamespace());
     const message = unsupportedHandlerMessage(runtimeHandler);
     let supported: boolean;
