@@ -136,6 +136,13 @@ describe('kubelet metrics', () => {
       text,
       /^prober_probe_duration_seconds_count\{probe_type="Readiness",container="c",pod="p",namespace="ns"\} 2$/m,
     );
+    // The pod is gone: its series too (the churn soak found one kept per pod ever probed).
+    m.prober.record({ ...base, pod: 'other', podUID: 'u2', result: 'successful' });
+    m.prober.forgetPod('u1');
+    const after = await m.probesRegistry.metrics();
+    assert.doesNotMatch(after, /pod="p"/);
+    assert.match(after, /^prober_probe_total\{.*pod="other",namespace="ns",pod_uid="u2"\} 1$/m);
+    assert.match(after, /^prober_probe_duration_seconds_count\{.*pod="other",namespace="ns"\} 1$/m);
   });
 
   test('pod-sync helpers and the runtime gauges', async () => {

@@ -8,7 +8,7 @@
  * builds one KubeletMetrics and hands it to each manager; a manager given none records
  * nothing (every recording helper accepts `undefined`).
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, type LabelValues } from 'prom-client';
 import type { CriMetrics } from '../cri/metrics.ts';
 import type { ProberMetrics, ProbeMetricsSample } from '../prober/worker.ts';
 import type { PodVolumeStats, VolumeStats } from '../stats/types.ts';
@@ -414,23 +414,47 @@ export class KubeletMetrics {
         if (failed) this.runPodSandboxErrors.inc({ runtime_handler: runtimeHandler });
       },
     };
+    // The label sets recorded per pod UID, so forgetPod can remove exactly those series.
+    const probeSeries = new Map<
+      string,
+      Map<
+        string,
+        { total: LabelValues<ProbeTotalLabel>; duration: LabelValues<ProbeDurationLabel> }
+      >
+    >();
     this.prober = {
       record: (o) => {
-        this.proberProbeTotal.inc({
+        const total = {
           probe_type: o.probeType,
           result: o.result,
           container: o.container,
           pod: o.pod,
           namespace: o.namespace,
           pod_uid: o.podUID,
-        });
+        };
+        const duration = {
+          probe_type: o.probeType,
+          container: o.container,
+          pod: o.pod,
+          namespace: o.namespace,
+        };
+        this.proberProbeTotal.inc(total);
         // Upstream times only successful probes: a failure's duration is mostly its timeout.
-        if (o.result === 'successful') {
-          this.proberProbeDuration.observe(
-            { probe_type: o.probeType, container: o.container, pod: o.pod, namespace: o.namespace },
-            o.durationSeconds,
-          );
+        if (o.result === 'successful')
+          this.proberProbeDuration.observe(duration, o.durationSeconds);
+        let series = probeSeries.get(o.podUID);
+        if (series === undefined) {
+          series = new Map();
+          probeSeries.set(o.podUID, series);
         }
+        series.set(`${o.probeType}/${o.container}/${o.result}`, { total, duration });
+      },
+      forgetPod: (podUID) => {
+        for (const { total, duration } of probeSeries.get(podUID)?.values() ?? []) {
+          this.proberProbeTotal.remove(total);
+          this.proberProbeDuration.remove(duration);
+        }
+        probeSeries.delete(podUID);
       },
     };
   }

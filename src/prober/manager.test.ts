@@ -373,10 +373,14 @@ describe('prober manager', () => {
     assert.equal(h.clock.pending, 1, 'one timer per worker');
   });
 
-  test('every probe run is counted with its labels', async () => {
+  test('every probe run is counted with its labels; a removed pod is forgotten', async () => {
     const samples: ProbeMetricsSample[] = [];
+    const forgotten: string[] = [];
     let code = 0;
-    const h = await harness(() => code, 0, { record: (o) => samples.push(o) });
+    const h = await harness(() => code, 0, {
+      record: (o) => samples.push(o),
+      forgetPod: (uid) => forgotten.push(uid),
+    });
     const main = spec('main', { readinessProbe: execProbe('ready', { failureThreshold: 1 }) });
     const pod = testPod({ containers: [main] });
     const id = await h.run();
@@ -405,11 +409,17 @@ describe('prober manager', () => {
         durationSeconds: 0,
       },
     ]);
+    assert.deepEqual(forgotten, []);
+    h.prober.removePod('uid-1');
+    assert.deepEqual(forgotten, ['uid-1'], 'its metric series go with it');
   });
 
   test('a probe that errors counts as unknown, is reported, and the worker goes on', async () => {
     const samples: ProbeMetricsSample[] = [];
-    const h = await harness(() => 0, 0, { record: (o) => samples.push(o) });
+    const h = await harness(() => 0, 0, {
+      record: (o) => samples.push(o),
+      forgetPod: () => undefined,
+    });
     // A host that is no valid URL host makes the request itself impossible.
     const main = spec('main', {
       livenessProbe: { httpGet: { host: 'bad host', port: 80 }, periodSeconds: 1 },

@@ -133,6 +133,7 @@ export class ProberManager implements ProbeManager {
     this.#pods.delete(uid);
     for (const [key, w] of this.#workers) if (key.startsWith(`${uid}/`)) this.#stopWorker(key, w);
     this.#podIPs.delete(uid);
+    this.#o.metrics?.forgetPod(uid);
   }
 
   /** The `ready` flag per running container of the pod (pod-readiness.ts). */

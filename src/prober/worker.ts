@@ -58,6 +58,11 @@ export interface ProbeMetricsSample {
 /** Where probe runs are counted (implemented with prom-client in src/metrics). */
 export interface ProberMetrics {
   record(o: ProbeMetricsSample): void;
+  /**
+   * The pod is gone: its series go too, as upstream's prober deletes them when the
+   * pod's workers end (else one per probed pod ever seen, for the node's lifetime).
+   */
+  forgetPod(podUID: string): void;
 }
 
 /** The instance a worker probes. */
