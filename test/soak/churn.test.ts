@@ -6,16 +6,19 @@
  * mounts, cgroups, pod directories), berth's file descriptors and timers are back where
  * they were, and its heap after a forced GC and its RSS grew by at most 10 % from the
  * first round's end to the last's (once what expires on its own has, SOAK_SETTLE_SECONDS).
- * Figures: a FAULTS-FIGURES line, and $FAULTS_OUT/churn-soak.json.
+ * Figures: a FAULTS-FIGURES line, and $FAULTS_OUT/churn-soak.json. SOAK_HEAP_SNAPSHOTS=<dir>
+ * also writes berth's heap snapshots after the first round and at the end there
+ * (compare them with heap-diff.ts; taking one grows berth's RSS by the snapshot's size,
+ * so the RSS figure of such a run means nothing). FAULTS_AGENT=upstream soaks the upstream kubelet:
+ * the same leaks, descriptors and RSS (from /proc); heap and timers are berth's only.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdir } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pod } from 'kubernetes-types/core/v1.js';
-import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import { containerdPaths } from '../harness/containerd.ts';
 import { run } from '../harness/exec.ts';
@@ -28,6 +31,7 @@ import {
   waitForPod,
 } from '../harness/kube-helpers.ts';
 import { fetchLocal, freePort } from '../harness/net.ts';
+import { agentKind, startAgent, type NodeAgent } from '../faults/agent.ts';
 import { recordFigures } from '../faults/figures.ts';
 import { findPodLeaks } from '../faults/leaks.ts';
 import { InspectorSession, type MemorySample } from './inspector.ts';
@@ -44,11 +48,20 @@ const MINUTES = flag('SOAK_MINUTES', 10);
 /** Pods of each kind per round (three kinds). */
 const PER_KIND = flag('SOAK_PODS', 3);
 const MAX_GROWTH = 0.1;
+const AGENT = agentKind();
+const SNAPSHOTS = process.env['SOAK_HEAP_SNAPSHOTS'];
+
+/** RSS in bytes of a live process, from /proc/<pid>/status. */
+async function rssOf(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 'NaN') * 1024;
+}
 
 describe('churn soak', () => {
   let cluster: Cluster;
-  let berth: BerthNode;
-  let inspector: InspectorSession;
+  let agent: NodeAgent;
+  /** berth's inspector; undefined for the upstream kubelet. */
+  let inspector: InspectorSession | undefined;
   const children = new Set<ChildProcess>();
 
   const kubectl = (args: readonly string[], okCodes: readonly number[] = [0]) =>
@@ -69,7 +82,7 @@ describe('churn soak', () => {
   before(async () => {
     cluster = await startCluster({ runtime: 'containerd2' });
     const inspectPort = await freePort();
-    berth = await startBerth(cluster, {
+    agent = await startAgent(cluster, AGENT, {
       env: { NODE_OPTIONS: `--inspect=127.0.0.1:${inspectPort}` },
     });
     await applyJson(cluster, {
@@ -78,21 +91,23 @@ describe('churn soak', () => {
       metadata: { name: 'soak', namespace: 'default' },
       data: { key: 'value' },
     });
-    inspector = await eventually('berth inspector', () =>
-      InspectorSession.open(inspectPort).catch(() => undefined),
-    );
+    if (AGENT === 'berth') {
+      inspector = await eventually('berth inspector', () =>
+        InspectorSession.open(inspectPort).catch(() => undefined),
+      );
+    }
   });
 
   after(async () => {
     for (const c of children) c.kill('SIGKILL');
-    inspector.close();
-    await berth.stop();
+    inspector?.close();
+    await agent.stop();
     await cluster.stop();
     assert.deepEqual(await cluster.leaks(), []);
   });
 
   const podsOf = (round: number): Pod[] => {
-    const node = berth.nodeName;
+    const node = agent.nodeName;
     const labelled = (pod: Pod): Pod => ({
       ...pod,
       metadata: { ...pod.metadata, labels: { soak: 'churn', round: String(round) } },
@@ -223,8 +238,8 @@ describe('churn soak', () => {
       async () => {
         const leaks = await findPodLeaks({
           socket: cluster.runtime.socket,
-          rootDir: berth.dir,
-          cgroupRoot: cluster.state.cgroupRoot,
+          rootDir: agent.rootDir,
+          cgroupRoot: agent.cgroupRoot,
           runtimeStateDir: containerdPaths(join(cluster.root, 'containerd')).state,
           liveUids: new Set(),
         });
@@ -237,14 +252,25 @@ describe('churn soak', () => {
       throw new Error(`Left behind: ${lastLeaks.join('; ')}`, { cause: err });
     });
 
-  const fds = async (): Promise<number> => (await readdir(`/proc/${berth.process.pid}/fd`)).length;
+  const fds = async (): Promise<number> => (await readdir(`/proc/${agent.pid()}/fd`)).length;
   const timers = (s: MemorySample): number => s.resources['Timeout'] ?? 0;
+  /** berth: after two full GCs, through its inspector; upstream: RSS alone (heap 0). */
+  const sample = async (): Promise<MemorySample> =>
+    inspector !== undefined
+      ? inspector.sampleAfterGc()
+      : { rss: await rssOf(agent.pid()), heapUsed: 0, heapTotal: 0, external: 0, resources: {} };
+  const snapshot = async (name: string): Promise<void> => {
+    if (SNAPSHOTS === undefined || SNAPSHOTS === '' || inspector === undefined) return;
+    await mkdir(SNAPSHOTS, { recursive: true });
+    await inspector.writeHeapSnapshot(join(SNAPSHOTS, `${name}.heapsnapshot`));
+  };
 
   test(`${MINUTES} minutes of pod churn leave nothing behind and no growth`, async () => {
     const started = Date.now();
     await roundTrip(0);
     await noLeaks();
-    const base = await inspector.sampleAfterGc();
+    const base = await sample();
+    await snapshot('first-round');
     const baseFds = await fds();
     let rounds = 1;
     while (Date.now() - started < MINUTES * 60_000) {
@@ -260,17 +286,20 @@ describe('churn soak', () => {
       timers(s) <= timers(base) + 5 &&
       s.heapUsed <= base.heapUsed * (1 + MAX_GROWTH) &&
       s.rss <= base.rss * (1 + MAX_GROWTH);
-    const first = await inspector.sampleAfterGc();
+    const first = await sample();
     let end = first;
     let endFds = await fds();
     const settleUntil = Date.now() + flag('SOAK_SETTLE_SECONDS', 300) * 1000;
     while (!within(end, endFds) && Date.now() < settleUntil) {
       await sleep(30_000);
-      end = await inspector.sampleAfterGc();
+      end = await sample();
       endFds = await fds();
     }
-    const growth = (a: number, b: number): number => Math.round(((b - a) / a) * 1000) / 10;
+    await snapshot('end');
+    const growth = (a: number, b: number): number =>
+      a === 0 ? 0 : Math.round(((b - a) / a) * 1000) / 10;
     const figures = {
+      agent: AGENT,
       minutes: Math.round((Date.now() - started) / 600) / 100,
       rounds,
       podLifecycles: rounds * PER_KIND * 3,
@@ -289,7 +318,7 @@ describe('churn soak', () => {
       heapRightAfterMiB: Math.round((first.heapUsed / 2 ** 20) * 10) / 10,
       timersRightAfter: timers(first),
     };
-    await recordFigures('churn-soak', figures);
+    await recordFigures(AGENT === 'berth' ? 'churn-soak' : `churn-soak-${AGENT}`, figures);
     assert.ok(endFds <= baseFds + 5, `file descriptors ${baseFds} -> ${endFds}`);
     assert.ok(timers(end) <= timers(base) + 5, `timers ${timers(base)} -> ${timers(end)}`);
     assert.ok(end.heapUsed <= base.heapUsed * (1 + MAX_GROWTH), `heap ${JSON.stringify(figures)}`);

@@ -1,8 +1,10 @@
 /**
  * berth's own view of its memory, through the V8 inspector it was started with
  * (NODE_OPTIONS=--inspect=127.0.0.1:<port>): a forced full GC, then process.memoryUsage()
- * and the active handles and requests (timers, sockets) as Node counts them.
+ * and the active handles and requests (timers, sockets) as Node counts them; and heap
+ * snapshots (heap-diff.ts compares two), to find what grows.
  */
+import { createWriteStream, type WriteStream } from 'node:fs';
 import { WebSocket } from 'ws';
 import { fetchLocal } from '../harness/net.ts';
 
@@ -25,10 +27,22 @@ export class InspectorSession {
   #next = 1;
   readonly #pending = new Map<number, (result: unknown) => void>();
 
+  /** Where the chunks of the heap snapshot being taken go. */
+  #snapshot: WriteStream | undefined;
+
   private constructor(ws: WebSocket) {
     this.#ws = ws;
     ws.on('message', (data: Buffer) => {
-      const msg = JSON.parse(data.toString()) as { id?: number; result?: unknown };
+      const msg = JSON.parse(data.toString()) as {
+        id?: number;
+        result?: unknown;
+        method?: string;
+        params?: { chunk?: string };
+      };
+      if (msg.method === 'HeapProfiler.addHeapSnapshotChunk') {
+        this.#snapshot?.write(msg.params?.chunk ?? '');
+        return;
+      }
       if (msg.id === undefined) return;
       this.#pending.get(msg.id)?.(msg.result);
       this.#pending.delete(msg.id);
@@ -72,6 +86,24 @@ export class InspectorSession {
     const value = r.result?.value;
     if (value === undefined) throw new Error('Cannot read berth memory through the inspector');
     return JSON.parse(value) as MemorySample;
+  }
+
+  /** Writes a heap snapshot (after the collections takeHeapSnapshot makes) to `file`. */
+  async writeHeapSnapshot(file: string): Promise<void> {
+    if (this.#snapshot !== undefined) throw new Error('Cannot take two heap snapshots at once');
+    const out = createWriteStream(file);
+    this.#snapshot = out;
+    try {
+      await this.#call('HeapProfiler.takeHeapSnapshot', { reportProgress: false });
+    } finally {
+      this.#snapshot = undefined;
+      await new Promise<void>((resolve, reject) => {
+        out.end((err?: Error | null) => {
+          if (err instanceof Error) reject(err);
+          else resolve();
+        });
+      });
+    }
   }
 
   close(): void {
