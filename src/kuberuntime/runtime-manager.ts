@@ -38,6 +38,7 @@ import { computePodActions, containerBackoffKey } from './plan.ts';
 import { writeEtcHosts } from './pod-dirs.ts';
 import {
   createPodSandbox,
+  describeError,
   killContainer,
   killPod,
   runningSandboxConfig,
@@ -260,8 +261,20 @@ export class KubeRuntimeManager {
       plan.initContainersToStart.length +
       plan.containersToStart.length;
     if (starting > 0) {
-      const podSandbox =
-        sandbox ?? (await runningSandboxConfig(this.#o, pod, plan.attempt, signal));
+      const podSandbox = sandbox ?? (await this.#runningSandbox(pod, plan.attempt, signal));
+      if (typeof podSandbox === 'string') {
+        // Upstream fails each container's config the same way (CreateContainerConfigError).
+        const names = [
+          ...plan.ephemeralContainersToStart,
+          ...plan.initContainersToStart,
+          ...plan.containersToStart,
+        ];
+        for (const name of names) {
+          recorder.event(podRef(pod, name), 'Warning', 'Failed', `Error: ${podSandbox}`);
+          waiting.set(name, { reason: 'CreateContainerConfigError', message: podSandbox });
+        }
+        return { outcome: 'synced', requeueAfterMs: 10_000 };
+      }
       const secrets = await pullSecrets(signal);
       const podIPs = runtime.sandboxes.find((s) => s.id === sandboxId)?.ips ?? [];
       const hosts = await writeEtcHosts(this.#o.rootDir, uid, this.#o.hostsFile(pod, podIPs));
@@ -320,6 +333,23 @@ export class KubeRuntimeManager {
       if (remaining > 0) requeue = Math.min(requeue ?? remaining, remaining);
     }
     return { outcome: 'synced', ...(requeue !== undefined && { requeueAfterMs: requeue }) };
+  }
+
+  /**
+   * The running sandbox's config for CreateContainer, or why it cannot be made (a
+   * hostUsers: false pod whose RuntimeClass or user namespace support went away).
+   */
+  async #runningSandbox(
+    pod: Pod,
+    attempt: number,
+    signal: AbortSignal,
+  ): Promise<cri.PodSandboxConfig | string> {
+    try {
+      return await runningSandboxConfig(this.#o, pod, attempt, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      return describeError(err);
+    }
   }
 
   #startDeps(hostsFile: string): ContainerStartDeps {

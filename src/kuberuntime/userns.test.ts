@@ -19,6 +19,7 @@ import { ImageManager } from '../images/manager.ts';
 import { FakeKubeClient } from '../kube/fake-client.ts';
 import { KubeletMetrics } from '../metrics/registry.ts';
 import { RelistPleg } from '../pleg/generic.ts';
+import type { WaitingReason } from '../status/generate.ts';
 import { FakeUserNamespaceManager, type FakeUsernsOptions } from '../userns/fake.ts';
 import { Backoff } from '../util/backoff.ts';
 import { FakeClock } from '../util/clock.ts';
@@ -80,12 +81,16 @@ async function harness(userns: FakeUsernsOptions) {
       userns: users,
       metrics,
     });
-  const sync = async (m: KubeRuntimeManager, pod: Pod) => {
+  const sync = async (
+    m: KubeRuntimeManager,
+    pod: Pod,
+    waiting = new Map<string, WaitingReason>(),
+  ) => {
     await pleg.relist(live());
     const status = await m.getPodStatus(pod, live());
     return m.syncPod(pod, status, () => Promise.resolve([]), live(), {
       volumes: { byName: new Map() },
-      waiting: new Map(),
+      waiting,
     });
   };
   const users = new FakeUserNamespaceManager(userns);
@@ -164,6 +169,28 @@ describe('user namespaces in the runtime manager', () => {
     assert.equal(
       side?.sandboxConfig?.linux?.securityContext?.namespaceOptions?.usernsOptions?.mode,
       cri.NamespaceMode.POD,
+    );
+  });
+
+  test('a container to start in a sandbox whose handler lost support: CreateContainerConfigError', async () => {
+    const h = await harness({ handlers: { '': true } });
+    await h.sync(h.first, usernsPod(['main']));
+    // Restarted against a runtime that no longer reports user namespace support.
+    const restarted = h.manager(new FakeUserNamespaceManager({ handlers: { '': false } }));
+    h.fake.addImage('registry.test/side:1', { preloaded: true });
+    const waiting = new Map<string, WaitingReason>();
+    const result = await h.sync(restarted, usernsPod(['main', 'side']), waiting);
+    assert.deepEqual(result, { outcome: 'synced', requeueAfterMs: 10_000 });
+    const refusal = "can't set `spec.hostUsers: false`, runtime does not support user namespaces";
+    assert.deepEqual(waiting.get('side'), {
+      reason: 'CreateContainerConfigError',
+      message: refusal,
+    });
+    assert.deepEqual(h.recorder.events.at(-1)?.message, `Error: ${refusal}`);
+    assert.equal(
+      creates(h.fake).filter((c) => c.config?.metadata?.name === 'side').length,
+      0,
+      'never started outside its user namespace',
     );
   });
 
