@@ -296,6 +296,7 @@ async function main(argv: readonly string[]): Promise<number> {
       clusterDomain: k.clusterDomain ?? '',
       resolvConf: k.resolvConf,
       rootDir: config.rootDir,
+      containerLogSymlinkDir: config.containerLogSymlinkDir,
       cgroupDriver: k.cgroupDriver,
       podPidsLimit: k.podPidsLimit,
       seccompDefault: k.seccompDefault,

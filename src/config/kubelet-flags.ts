@@ -24,6 +24,9 @@ export type { ConfigFlag } from './kubelet-config-flags.ts';
 /** Upstream's root directory default. */
 export const DEFAULT_ROOT_DIR = '/var/lib/kubelet';
 
+/** Upstream's legacyContainerLogsDir, where the container log symlinks go. */
+export const DEFAULT_CONTAINER_LOG_SYMLINK_DIR = '/var/log/containers';
+
 /** Throws the reason when `check` finds one: map items report this way. */
 function orThrow(why: string | null): void {
   if (why !== null) throw new Error(why);
@@ -72,6 +75,10 @@ export const KUBELET_FLAGS = {
   'cert-dir': stringFlag(
     'Directory of the TLS certificates; ignored for serving when --tls-cert-file and --tls-private-key-file are given.',
     { defaultText: '<root-dir>/pki' },
+  ),
+  'container-log-symlink-dir': stringFlag(
+    "berth's own flag (upstream's kubelet always uses /var/log/containers): the directory of the <pod>_<namespace>_<container>-<id>.log symlinks to each container's log, which log collectors tail.",
+    { defaultText: DEFAULT_CONTAINER_LOG_SYMLINK_DIR },
   ),
   'node-labels': mapFlag(
     'Labels to add when registering the node, as key=value pairs separated by ",". kubernetes.io labels must use an allowed prefix (kubelet.kubernetes.io, node.kubernetes.io) or be a well-known node label.',

@@ -43,6 +43,7 @@ describe('loadConfig', () => {
     assert.equal(c.bootstrapKubeconfig, null);
     assert.equal(c.rootDir, '/var/lib/kubelet');
     assert.equal(c.certDir, '/var/lib/kubelet/pki');
+    assert.equal(c.containerLogSymlinkDir, '/var/log/containers');
     assert.equal(c.hostnameOverride, null);
     assert.equal(c.nodeName, 'node-1.example');
     assert.deepEqual(c.nodeIPs, []);
@@ -191,6 +192,7 @@ describe('loadConfig', () => {
         '--node-labels=role=edge,node.kubernetes.io/pool=a',
         '--node-labels=zone=z1',
         '--root-dir=/srv/kubelet',
+        '--container-log-symlink-dir=/srv/log/containers',
         '--bootstrap-kubeconfig=/etc/kubernetes/bootstrap.conf',
         '--container-runtime-endpoint=unix:///run/cri.sock',
         '--provider-id=aws:///i-1',
@@ -203,6 +205,7 @@ describe('loadConfig', () => {
     assert.deepEqual(c.nodeLabels, { role: 'edge', 'node.kubernetes.io/pool': 'a', zone: 'z1' });
     assert.equal(c.rootDir, '/srv/kubelet');
     assert.equal(c.certDir, '/srv/kubelet/pki');
+    assert.equal(c.containerLogSymlinkDir, '/srv/log/containers');
     assert.equal(c.bootstrapKubeconfig, '/etc/kubernetes/bootstrap.conf');
     assert.equal(c.kubelet.containerRuntimeEndpoint, 'unix:///run/cri.sock');
     assert.equal(c.kubelet.providerID, 'aws:///i-1');

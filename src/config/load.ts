@@ -17,6 +17,7 @@ import {
 } from './errors.ts';
 import { readKubeletConfigFile, type ParsedKubeletConfigFile } from './kubelet-config.ts';
 import {
+  DEFAULT_CONTAINER_LOG_SYMLINK_DIR,
   DEFAULT_ROOT_DIR,
   applyFlagOverrides,
   kubeletUsage,
@@ -38,6 +39,8 @@ export interface BerthConfig {
   readonly rootDir: string;
   /** --cert-dir. Default <rootDir>/pki. */
   readonly certDir: string;
+  /** --container-log-symlink-dir (berth's own), absolute. Default /var/log/containers. */
+  readonly containerLogSymlinkDir: string;
   /** --hostname-override as given, or null. */
   readonly hostnameOverride: string | null;
   /** The Node's name: the override or the hostname, trimmed and lowercased (as upstream). */
@@ -180,6 +183,10 @@ export async function loadConfig(
     bootstrapKubeconfig: nonEmpty(flags['bootstrap-kubeconfig']),
     rootDir,
     certDir: nonEmpty(flags['cert-dir']) ?? join(rootDir, 'pki'),
+    containerLogSymlinkDir: resolve(
+      cwd,
+      nonEmpty(flags['container-log-symlink-dir']) ?? DEFAULT_CONTAINER_LOG_SYMLINK_DIR,
+    ),
     hostnameOverride,
     nodeName: nodeNameFrom(hostnameOverride, options.hostname ?? osHostname),
     nodeIPs: flags['node-ip'] ?? [],

@@ -7,7 +7,11 @@
  */
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import { cri, type CriClient } from '../cri/index.ts';
-import { POD_TERMINATION_GRACE_PERIOD_ANNOTATION } from '../container/labels.ts';
+import {
+  POD_NAME_LABEL,
+  POD_NAMESPACE_LABEL,
+  POD_TERMINATION_GRACE_PERIOD_ANNOTATION,
+} from '../container/labels.ts';
 import type { RelistPleg } from '../pleg/generic.ts';
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
@@ -16,6 +20,28 @@ import { isAborted } from '../util/errors.ts';
 import type { UserNamespaceManager } from '../userns/types.ts';
 import type { Logger } from '../util/logger.ts';
 import type { VolumeManager } from '../volumes/types.ts';
+import type { ContainerLogManager } from '../logs/types.ts';
+import { removeContainer, type RemovableContainer } from '../kuberuntime/container-removal.ts';
+import type { LogSymlinks } from '../kuberuntime/log-symlinks.ts';
+
+/** A listed container with the pod it belongs to, from its labels. */
+function removable(c: cri.Container): RemovableContainer {
+  return {
+    id: c.id,
+    name: c.metadata?.name ?? '',
+    podName: c.labels[POD_NAME_LABEL] ?? '',
+    podNamespace: c.labels[POD_NAMESPACE_LABEL] ?? '',
+  };
+}
+
+/** A container the runtime still has and that has not exited (its log may be rotating). */
+function notExited(pleg: RelistPleg, id: string): boolean {
+  for (const uid of pleg.uids()) {
+    const c = pleg.get(uid).containers.find((x) => x.id.startsWith(id));
+    if (c !== undefined) return c.state !== cri.ContainerState.CONTAINER_EXITED;
+  }
+  return false;
+}
 
 export interface HousekeepingOptions {
   readonly cri: CriClient;
@@ -38,6 +64,10 @@ export interface HousekeepingOptions {
   /** Back-offs whose idle entries are dropped (upstream's backOff.GC in housekeeping). */
   readonly backoffs?: readonly { gc(): void }[];
   readonly gcPeriodMs?: number;
+  /** Rotated logs of removed containers (upstream's removeContainerLog). */
+  readonly containerLogs?: Pick<ContainerLogManager, 'clean'>;
+  /** /var/log/containers: links of removed containers go, dead ones are collected. */
+  readonly logSymlinks?: LogSymlinks;
 }
 
 const { CONTAINER_EXITED } = cri.ContainerState;
@@ -132,9 +162,7 @@ export class Housekeeping {
         }),
     );
     for (const c of snapshot.containers)
-      await client.runtime
-        .removeContainer({ containerId: c.id }, { signal })
-        .catch(() => undefined);
+      await removeContainer(this.#o, removable(c), signal).catch(() => undefined);
     for (const s of snapshot.sandboxes) {
       await client.runtime.stopPodSandbox({ podSandboxId: s.id }, { signal });
       await client.runtime.removePodSandbox({ podSandboxId: s.id }, { signal });
@@ -170,9 +198,7 @@ export class Housekeeping {
           seen.add(name);
           continue;
         }
-        await client.runtime
-          .removeContainer({ containerId: c.id }, { signal })
-          .catch(() => undefined);
+        await removeContainer(this.#o, removable(c), signal).catch(() => undefined);
         removed++;
       }
       // Sandboxes are newest first too: the newest stays for the pod's next sync.
@@ -186,6 +212,8 @@ export class Housekeeping {
       }
     }
     if (removed > 0) await pleg.relist(signal);
+    // Links whose log went with a container berth did not remove (upstream's container GC).
+    await this.#o.logSymlinks?.removeDead((id) => Promise.resolve(notExited(pleg, id)));
     this.#pruneCaches();
   }
 

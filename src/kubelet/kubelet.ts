@@ -10,6 +10,7 @@ import { AdmissionManager } from '../admission/manager.ts';
 import { PodCgroups } from '../cm/pod-cgroups.ts';
 import type { NodeAllocatable } from '../kuberuntime/downward.ts';
 import { CriContainerLogManager, type ContainerLogManager } from '../logs/index.ts';
+import { LogSymlinks } from '../kuberuntime/log-symlinks.ts';
 import { runtimeCounts } from '../metrics/pod-metrics.ts';
 import { LeaseController } from '../nodelease/controller.ts';
 import { hostAppArmorEnabled } from '../admission/apparmor.ts';
@@ -26,7 +27,7 @@ import { nodeAllocatable, podsAllocatable, runtimeCgroupDriver } from './kubelet
 import { ServiceLister } from './service-lister.ts';
 import { createVolumeStack, syncPodsOnSourceChange, type VolumeStack } from './volume-stack.ts';
 import { CsiDriverRegistryImpl, type CsiDriverStore } from '../csi/registry.ts';
-import { kubeletServerOf, nodeStatusManagerOf, usernsManagerOf } from './wiring.ts';
+import { kubeletServerOf, nodeStatusManagerOf, unifiedOf, usernsManagerOf } from './wiring.ts';
 import { podSyncOf } from './pod-sync-wiring.ts';
 import { RuntimeStatusReader } from '../kuberuntime/runtime-status.ts';
 import { StaticPods } from './static-pods.ts';
@@ -71,6 +72,7 @@ export class Kubelet {
   readonly csiDrivers: CsiDriverStore;
   readonly podCgroups: PodCgroups | undefined;
   readonly containerLogs: ContainerLogManager | undefined;
+  readonly logSymlinks: LogSymlinks | undefined;
   readonly shutdown: NodeShutdownManager | undefined;
   readonly eviction: EvictionStack | undefined;
   readonly resize: ResizeStack;
@@ -124,6 +126,13 @@ export class Kubelet {
             logger: logger.child({ component: 'container-logs' }),
             podLogsDir: options.podLogsDir,
           });
+    this.logSymlinks =
+      options.containerLogSymlinkDir === undefined
+        ? undefined
+        : new LogSymlinks({
+            dir: options.containerLogSymlinkDir,
+            logger: logger.child({ component: 'container-logs' }),
+          });
     this.status = new StatusManager({
       ...{ client: kube, clock, logger: logger.child({ component: 'status' }) },
       target: (pod) => this.static.mirrors.statusTarget(pod),
@@ -148,6 +157,7 @@ export class Kubelet {
       sourcesReady: () => this.static.config.synced,
       ...{ podWorkers: () => this.podWorkers, reader },
       ...{ allowedUnsafeSysctls: options.allowedUnsafeSysctls ?? [], recorder, clock, logger },
+      unified: unifiedOf(options, () => this.nodeStatus.node?.status, deps.cgroups?.version),
     });
     this.prober = new ProberManager({
       runtime: cri.runtime,
@@ -167,6 +177,7 @@ export class Kubelet {
       nodeStatus: () => this.nodeStatus.node?.status,
       ...{ podCgroups: this.podCgroups, cgroupVersion: deps.cgroups?.version },
       ...{ containerLogs: this.containerLogs, resizer: this.resize.resizer },
+      logSymlinks: this.logSymlinks,
       runtimeName: () => this.#runtimeName,
       userns,
       onPodGone: (uid) => {
@@ -276,6 +287,8 @@ export class Kubelet {
       userns,
       runtimeCaches: [reader],
       backoffs,
+      ...(this.containerLogs !== undefined && { containerLogs: this.containerLogs }),
+      ...(this.logSymlinks !== undefined && { logSymlinks: this.logSymlinks }),
     });
     this.syncLoop = new SyncLoop({
       ...{ clock, logger, kube, signal: this.#abort.signal },
@@ -285,9 +298,6 @@ export class Kubelet {
       allocation: this.resize.allocation,
       housekeeping: this.#housekeeping,
       syncFrequencyMs: options.syncFrequencyMs,
-      ...(options.podHousekeepingPeriodMs !== undefined && {
-        housekeepingPeriodMs: options.podHousekeepingPeriodMs,
-      }),
     });
     this.server = kubeletServerOf(options, {
       ...{ kube, cri, clock, logger },
@@ -341,6 +351,8 @@ export class Kubelet {
         apiVersion: version.runtimeApiVersion,
       });
       this.#appArmorEnabled = await hostAppArmorEnabled();
+      // Upstream makes /var/log/containers at start, for the container log links.
+      await this.logSymlinks?.ensureDir();
       // The first relist fills the runtime cache before any pod is synced (adoption).
       await this.pleg.relist(signal);
       // Admission and the pod cgroups use this Node until the API has the real one.

@@ -33,8 +33,11 @@ export interface KubeletOptions {
   readonly maxPods: number;
   readonly kubeletPort: number;
   readonly syncFrequencyMs: number;
-  /** podHousekeepingPeriod: how often orphans are cleaned up (default 2 s). */
-  readonly podHousekeepingPeriodMs?: number;
+  /**
+   * Where the container log links go (--container-log-symlink-dir, upstream's fixed
+   * /var/log/containers); undefined: no links (tests of the kubelet alone).
+   */
+  readonly containerLogSymlinkDir?: string;
   /** volumeStatsAggPeriod: how often pod volumes are measured; zero or less: never (default 1 min). */
   readonly volumeStatsAggPeriodMs?: number;
   readonly nodeStatusUpdateFrequencyMs: number;

@@ -30,6 +30,7 @@ import { PodEnvironment } from './pod-env.ts';
 import { PodSync } from './pod-sync.ts';
 import type { ServiceLister } from './service-lister.ts';
 import { runtimeConfigOf } from './wiring.ts';
+import type { LogSymlinks } from '../kuberuntime/log-symlinks.ts';
 
 const POD_BACKOFF = { initialMs: 10_000, maxMs: 300_000, resetAfterMs: 600_000 } as const;
 
@@ -51,6 +52,7 @@ export interface PodSyncWiring {
   readonly podCgroups: PodCgroups | undefined;
   readonly cgroupVersion: 'v1' | 'v2' | undefined;
   readonly containerLogs: ContainerLogManager | undefined;
+  readonly logSymlinks: LogSymlinks | undefined;
   readonly resizer: PodResizer;
   /** User namespace ranges of hostUsers: false pods. */
   readonly userns: UserNamespaceManager;
@@ -99,6 +101,7 @@ export function podSyncOf(
     ...(w.podCgroups !== undefined && { podCgroups: w.podCgroups }),
     ...(metrics !== undefined && { metrics }),
     ...(w.containerLogs !== undefined && { containerLogs: w.containerLogs }),
+    ...(w.logSymlinks !== undefined && { logSymlinks: w.logSymlinks }),
     resize: w.resizer,
     userns: w.userns,
     onPodGone: w.onPodGone,

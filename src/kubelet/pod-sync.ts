@@ -20,6 +20,7 @@ import type { ProbeManager } from '../prober/types.ts';
 import { generatePodStatus, type WaitingReason } from '../status/generate.ts';
 import type { PodStatusManager } from '../status/types.ts';
 import { VolumeError, type PodVolumes } from '../volumes/types.ts';
+import { removeContainer } from '../kuberuntime/container-removal.ts';
 
 export interface PodSyncOptions extends RuntimeManagerOptions {
   readonly status: PodStatusManager;
@@ -218,13 +219,16 @@ export class PodSync implements PodSyncer {
     await this.#o.userns?.release(uid);
     if (pod.metadata?.deletionTimestamp == null) return;
     // The pod is going away: its containers and sandboxes go with it.
+    const podName = pod.metadata.name ?? '';
+    const podNamespace = pod.metadata.namespace ?? '';
     for (const c of runtime.containers) {
-      await this.#o.containerLogs?.clean(c.id, signal);
-      await this.#o.cri.runtime
-        .removeContainer({ containerId: c.id }, { signal })
-        .catch((err: unknown) => {
-          if (!(err instanceof CriError && err.code === 'BERTH_CRI_NOT_FOUND')) throw err;
-        });
+      await removeContainer(
+        this.#o,
+        { id: c.id, name: c.name, podName, podNamespace },
+        signal,
+      ).catch((err: unknown) => {
+        if (!(err instanceof CriError && err.code === 'BERTH_CRI_NOT_FOUND')) throw err;
+      });
     }
     for (const s of runtime.sandboxes) {
       await this.#o.cri.runtime

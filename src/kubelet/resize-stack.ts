@@ -4,7 +4,7 @@
  * resizer. `load` restores both checkpoints before any pod is handled; the manager's
  * periodic retry runs as a kubelet loop.
  */
-import type { Node, Pod } from 'kubernetes-types/core/v1.js';
+import type { Container, Node, Pod } from 'kubernetes-types/core/v1.js';
 import { admitResize } from '../allocation/admit.ts';
 import { ACTUATED_PODS_STATE_FILE, ALLOCATED_PODS_STATE_FILE } from '../allocation/checkpoint.ts';
 import { PodAllocationManager } from '../allocation/manager.ts';
@@ -12,6 +12,7 @@ import { CheckpointResourceState } from '../allocation/state.ts';
 import type { PodCgroups } from '../cm/pod-cgroups.ts';
 import type { RuntimeService } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
+import { containerUnified, type UnifiedOptions } from '../kuberuntime/memory-qos.ts';
 import { PodResizer } from '../kuberuntime/resizer.ts';
 import { ResizeConditions } from '../status/resize-conditions.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
@@ -35,6 +36,8 @@ export interface ResizeStackDeps {
   /** Its cached status of a resized container is dropped. */
   readonly reader: Pick<RuntimeStatusReader, 'forget'>;
   readonly allowedUnsafeSysctls: readonly string[];
+  /** The containers' unified-map settings (cgroup v2): a resize sends the map anew. */
+  readonly unified: (() => UnifiedOptions) | undefined;
   readonly recorder: EventRecorder;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -91,12 +94,14 @@ export function resizeStackOf(d: ResizeStackDeps): ResizeStack {
     clock: d.clock,
     logger,
   });
+  const unified = d.unified;
   const resizer = new PodResizer({
     allocation,
     actuated,
     conditions,
     runtime: d.runtime,
     ...(d.podCgroups !== undefined && { podCgroups: d.podCgroups }),
+    ...(unified !== undefined && { unified: (c: Container) => containerUnified(c, unified()) }),
     recorder: d.recorder,
     logger,
     invalidate: (id) => {

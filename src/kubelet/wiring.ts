@@ -26,7 +26,35 @@ import type { Logger } from '../util/logger.ts';
 import { parseQuantity } from '../util/quantity.ts';
 import { podDnsConfig, readResolvConf } from './dns.ts';
 import type { KubeletOptions } from './options.ts';
+import type { UnifiedOptions } from '../kuberuntime/memory-qos.ts';
 import type { RuntimeConfigOptions } from '../kuberuntime/runtime-config.ts';
+
+const bytes = (q: string | undefined): number | undefined =>
+  q === undefined ? undefined : Math.floor(parseQuantity(q));
+
+/**
+ * The settings of each container's CRI `unified` map (kuberuntime/memory-qos.ts), read
+ * when a container is created or resized; undefined off cgroup v2, where none is set.
+ */
+export function unifiedOf(
+  options: KubeletOptions,
+  nodeStatus: () => NodeStatus | undefined,
+  cgroupVersion: 'v1' | 'v2' | undefined,
+): (() => UnifiedOptions) | undefined {
+  if (cgroupVersion !== 'v2') return undefined;
+  // MemoryQoS is beta and on by default in v1.37; it only acts on cgroup v2.
+  const memoryQos = options.featureGates?.['MemoryQoS'] !== false;
+  return () => ({
+    cgroupV2: true,
+    singleProcessOOMKill: options.singleProcessOOMKill ?? null,
+    ...(memoryQos && {
+      memoryQos: {
+        throttlingFactor: options.memoryThrottlingFactor ?? 0.9,
+        allocatableMemoryBytes: bytes(nodeStatus()?.allocatable?.['memory']),
+      },
+    }),
+  });
+}
 
 /** The runtime config PodSync builds CRI sandbox and container configs with. */
 export function runtimeConfigOf(
@@ -36,11 +64,7 @@ export function runtimeConfigOf(
   podCgroups: PodCgroups | undefined,
   cgroupVersion: 'v1' | 'v2' | undefined,
 ): RuntimeConfigOptions {
-  const bytes = (q: string | undefined): number | undefined =>
-    q === undefined ? undefined : Math.floor(parseQuantity(q));
-  const cgroupV2 = cgroupVersion === 'v2';
-  // MemoryQoS is beta and on by default in v1.37; it only acts on cgroup v2.
-  const memoryQos = cgroupV2 && options.featureGates?.['MemoryQoS'] !== false;
+  const unified = unifiedOf(options, nodeStatus, cgroupVersion);
   const hostResolv = readResolvConf(options.resolvConf);
   // Upstream's nodeRef: the node's name doubles as its UID.
   const nodeTarget = { kind: 'Node', name: options.nodeName, uid: options.nodeName } as const;
@@ -69,18 +93,7 @@ export function runtimeConfigOf(
     hugePageSizes: () =>
       Object.keys(nodeStatus()?.capacity ?? {}).filter((k) => k.startsWith('hugepages-')),
     memoryCapacityBytes: () => bytes(nodeStatus()?.capacity?.['memory']),
-    ...(cgroupV2 && {
-      unified: () => ({
-        cgroupV2,
-        singleProcessOOMKill: options.singleProcessOOMKill ?? null,
-        ...(memoryQos && {
-          memoryQos: {
-            throttlingFactor: options.memoryThrottlingFactor ?? 0.9,
-            allocatableMemoryBytes: bytes(nodeStatus()?.allocatable?.['memory']),
-          },
-        }),
-      }),
-    }),
+    ...(unified !== undefined && { unified }),
     ...(podCgroups !== undefined && {
       cgroupParent: (pod: Pod) => podCgroups.cgroupParent(pod),
     }),

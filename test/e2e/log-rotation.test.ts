@@ -3,11 +3,12 @@
  * a fast-writing container's log at containerLogMaxSize through CRI ReopenContainerLog,
  * keeps at most containerLogMaxFiles files, and `kubectl logs -f` (the real kubectl
  * through the API server) follows across the rotations without losing or repeating a
- * line. The container prints consecutive integers, so a gap or a duplicate shows.
+ * line. The container prints consecutive integers, so a gap or a duplicate shows. Its log
+ * is linked in the node's /var/log/containers as upstream links it, until the pod goes.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
@@ -132,5 +133,28 @@ describe('container log rotation on containerd2', () => {
     }
     const tail = await cluster.kubectl(['logs', 'rot', '--tail', '5']);
     assert.equal(tail.trimEnd().split('\n').length, 5);
+  });
+
+  test("the container log is linked in /var/log/containers (the node's), the link goes with the pod", async () => {
+    const pod = await getPod(cluster, 'default', 'rot');
+    const uid = pod?.metadata?.uid ?? assert.fail('no pod UID');
+    const id = (pod?.status?.containerStatuses?.[0]?.containerID ?? '').replace(/^\w+:\/\//, '');
+    assert.notEqual(id, '');
+    // Upstream's name: <pod>_<namespace>_<container>-<container ID>.log.
+    const link = join(berth.containerLogSymlinkDir, `rot_default_main-${id}.log`);
+    assert.deepEqual(await readdir(berth.containerLogSymlinkDir), [`rot_default_main-${id}.log`]);
+    assert.equal(
+      await readlink(link),
+      join(berth.dir, 'pod-logs', `default_rot_${uid}`, 'main', '0.log'),
+    );
+    // Past the rotations it still reaches the live log: a CRI record of the counter.
+    const first = (await readFile(link, 'utf8')).split('\n', 1)[0] ?? '';
+    assert.match(first, /^\S+ stdout F \d+$/);
+    await cluster.kubectl(['delete', 'pod', 'rot', '--wait=true', '--timeout=120s']);
+    await eventually(
+      'the link removed with the container',
+      async () => ((await readdir(berth.containerLogSymlinkDir)).length === 0 ? true : undefined),
+      60_000,
+    );
   });
 });

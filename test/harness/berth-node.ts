@@ -55,6 +55,8 @@ export interface BerthNode {
   readonly dir: string;
   readonly configFile: string;
   readonly logFile: string;
+  /** --container-log-symlink-dir: the node's /var/log/containers. */
+  readonly containerLogSymlinkDir: string;
   /** --cert-dir (bootstrapped nodes keep their certificates here). */
   readonly certDir: string;
   readonly process: ComponentProcess;
@@ -138,6 +140,7 @@ export async function startBerth(
     ].join('\n'),
   );
   const logFile = join(dir, 'berth.log');
+  const containerLogSymlinkDir = join(dir, 'log-links');
   const args = [
     ...(options.standalone === true
       ? []
@@ -156,6 +159,9 @@ export async function startBerth(
     nodeIp,
     '--root-dir',
     dir,
+    // Not the host's /var/log/containers: every node of every test has its own.
+    '--container-log-symlink-dir',
+    containerLogSymlinkDir,
     '--v',
     '2',
     ...(options.extraArgs ?? []),
@@ -175,6 +181,7 @@ export async function startBerth(
       dir,
       configFile,
       logFile,
+      containerLogSymlinkDir,
       certDir,
       process: proc,
       stop: () => proc.stop(30_000),
