@@ -7,6 +7,7 @@ import type {
   ContainerImage,
   Node,
   NodeCondition,
+  NodeRuntimeHandler,
   NodeStatus,
   Taint,
 } from 'kubernetes-types/core/v1.js';
@@ -39,6 +40,10 @@ export interface NodeStatusInput {
   readonly volumesInUse?: readonly string[];
   /** status.images (see nodeImages); absent: keep what the Node reports. */
   readonly images?: readonly ContainerImage[];
+  /** status.runtimeHandlers from CRI Status (nodeRuntimeHandlers); absent: not known yet. */
+  readonly runtimeHandlers?: readonly NodeRuntimeHandler[];
+  /** status.features from CRI Status (nodeFeatures); absent: the runtime reports none. */
+  readonly features?: NodeFeatures;
   readonly now: Date;
 }
 
@@ -206,6 +211,41 @@ export function apiTime(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
+/**
+ * The runtime's handlers as the Node reports them (upstream's toKubeRuntimeHandlers and
+ * RuntimeHandlers setter): each with both features, false when the runtime says nothing.
+ */
+export function nodeRuntimeHandlers(
+  handlers: readonly { name: string; features?: CriHandlerFeatures | undefined }[],
+): NodeRuntimeHandler[] {
+  return handlers.map((h) => ({
+    name: h.name,
+    features: {
+      recursiveReadOnlyMounts: h.features?.recursiveReadOnlyMounts ?? false,
+      userNamespaces: h.features?.userNamespaces ?? false,
+    },
+  }));
+}
+
+/** status.features (upstream's NodeFeatures setter); undefined when the runtime has none. */
+export function nodeFeatures(
+  features: { supplementalGroupsPolicy: boolean } | undefined,
+): NodeFeatures | undefined {
+  return features === undefined
+    ? undefined
+    : { supplementalGroupsPolicy: features.supplementalGroupsPolicy };
+}
+
+/** v1.NodeFeatures (newer than the kubernetes-types release berth uses). */
+export interface NodeFeatures {
+  readonly supplementalGroupsPolicy?: boolean;
+}
+
+interface CriHandlerFeatures {
+  readonly recursiveReadOnlyMounts: boolean;
+  readonly userNamespaces: boolean;
+}
+
 export function buildNodeStatus(
   previous: NodeStatus | undefined,
   input: NodeStatusInput,
@@ -243,7 +283,7 @@ export function buildNodeStatus(
     ...input.nodeIPs.map((ip) => ({ type: 'InternalIP', address: ip })),
     { type: 'Hostname', address: input.nodeName },
   ];
-  const status: NodeStatus & { declaredFeatures: string[] } = {
+  const status: NodeStatus & { declaredFeatures: string[]; features?: NodeFeatures } = {
     capacity,
     allocatable,
     // NodeDeclaredFeatures: what the API server may rely on this node for.
@@ -251,6 +291,10 @@ export function buildNodeStatus(
     conditions: mergeConditions(previous?.conditions, conditionSpecs(input), now),
     addresses,
     ...(input.images !== undefined && { images: [...input.images] }),
+    // Upstream's RuntimeHandlers and NodeFeatures setters (their gates are on in v1.37).
+    ...(input.runtimeHandlers !== undefined &&
+      input.runtimeHandlers.length > 0 && { runtimeHandlers: [...input.runtimeHandlers] }),
+    ...(input.features !== undefined && { features: input.features }),
     // Sent even when empty: a strategic patch without the field would keep the old list.
     ...(input.volumesInUse !== undefined && { volumesInUse: [...input.volumesInUse].sort() }),
     daemonEndpoints: { kubeletEndpoint: { Port: input.kubeletPort } },

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Node } from 'kubernetes-types/core/v1.js';
+import type { Node, NodeStatus } from 'kubernetes-types/core/v1.js';
 import { FakeCriClient } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
 import { FakeKubeClient } from '../kube/fake-client.ts';
@@ -18,10 +18,10 @@ import { NodeStatusManager } from './manager.ts';
 
 const live = (): AbortSignal => new AbortController().signal;
 
-function harness(maxImages = 50) {
+function harness(maxImages = 50, flavor: 'containerd1' | 'containerd2' = 'containerd2') {
   const clock = new FakeClock();
   const client = new FakeKubeClient({ clock });
-  const cri = new FakeCriClient({ clock });
+  const cri = new FakeCriClient({ clock, flavor });
   const recorder = new MemoryEventRecorder();
   const manager = new NodeStatusManager({
     client,
@@ -88,6 +88,26 @@ describe('NodeStatusManager', () => {
     const none = harness(0);
     await none.manager.syncOnce(live());
     assert.equal(none.client.objects<Node>(NODES)[0]?.status?.images, undefined);
+  });
+
+  test('status.runtimeHandlers and status.features come from CRI Status, as upstream reports them', async () => {
+    const h = harness();
+    await h.manager.syncOnce(live());
+    const status = h.client.objects<Node>(NODES)[0]?.status as
+      (NodeStatus & { features?: unknown }) | undefined;
+    const features = { recursiveReadOnlyMounts: true, userNamespaces: false };
+    assert.deepEqual(status?.runtimeHandlers, [
+      { name: '', features },
+      { name: 'runc', features },
+    ]);
+    assert.deepEqual(status?.features, { supplementalGroupsPolicy: true });
+    // containerd 1.6 reports neither: the Node has neither.
+    const old = harness(50, 'containerd1');
+    await old.manager.syncOnce(live());
+    const oldStatus = old.client.objects<Node>(NODES)[0]?.status as
+      (NodeStatus & { features?: unknown }) | undefined;
+    assert.equal(oldStatus?.runtimeHandlers, undefined);
+    assert.equal(oldStatus?.features, undefined);
   });
 
   test('a Node that already exists is adopted, keeping what others set', async () => {

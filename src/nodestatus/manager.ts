@@ -4,7 +4,7 @@
  * has passed since the last post. Failures are retried with jittered back-off and never
  * end the loop; a deleted Node is registered again.
  */
-import type { Node, NodeStatus, Taint } from 'kubernetes-types/core/v1.js';
+import type { Node, NodeRuntimeHandler, NodeStatus, Taint } from 'kubernetes-types/core/v1.js';
 import type { ImageService, RuntimeService } from '../cri/index.ts';
 import type { EventRecorder } from '../events/types.ts';
 import { isAlreadyExists, isNotFound, NODES, type KubeClient } from '../kube/types.ts';
@@ -15,8 +15,11 @@ import type { Logger } from '../util/logger.ts';
 import {
   buildNodeStatus,
   initialNode,
+  nodeFeatures,
   nodeImages,
+  nodeRuntimeHandlers,
   statusFingerprint,
+  type NodeFeatures,
   type NodeReserved,
   type NodeStatusInput,
 } from './build.ts';
@@ -71,6 +74,12 @@ export class NodeStatusManager implements NodeStatusController {
   #lastPosted: string | undefined;
   #lastPostAt = 0;
   #lastReady: boolean | undefined;
+  /**
+   * What the runtime last said of its handlers and features (CRI Status); kept when a
+   * Status call fails, as upstream's runtimeState keeps them.
+   */
+  #handlers: readonly NodeRuntimeHandler[] | undefined;
+  #features: NodeFeatures | undefined;
   /** The Node built locally before the API has one (upstream's initialNode). */
   #local: Node | undefined;
   readonly #registered = Promise.withResolvers<true>();
@@ -179,6 +188,8 @@ export class NodeStatusManager implements NodeStatusController {
     const problems = [...this.#o.healthProblems()];
     try {
       const status = await this.#o.runtime.status({}, { signal, timeoutMs: 5000 });
+      this.#handlers = nodeRuntimeHandlers(status.runtimeHandlers);
+      this.#features = nodeFeatures(status.features);
       const conditions = status.status?.conditions ?? [];
       for (const type of ['RuntimeReady', 'NetworkReady']) {
         const c = conditions.find((x) => x.type === type);
@@ -246,6 +257,8 @@ export class NodeStatusManager implements NodeStatusController {
       ...this.#statusInput(capacity, systemInfo, version, previous),
       notReadyReason,
       ...(images !== undefined && { images }),
+      ...(this.#handlers !== undefined && { runtimeHandlers: this.#handlers }),
+      ...(this.#features !== undefined && { features: this.#features }),
     });
     const fingerprint = statusFingerprint(status);
     const due = o.clock.now() - this.#lastPostAt >= o.reportFrequencyMs;

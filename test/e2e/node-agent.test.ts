@@ -223,6 +223,33 @@ function suite(kind: RuntimeKind): void {
       }
     });
 
+    test("the Node's status.runtimeHandlers and status.features are the runtime's (CRI Status)", async () => {
+      const cri_ = await cri.runtime.status({});
+      const status = (await node())?.status as
+        (NonNullable<Node['status']> & { features?: unknown }) | undefined;
+      if (kind === 'containerd1') {
+        // containerd 1.6 reports neither, so upstream's setters leave both out.
+        assert.equal(cri_.runtimeHandlers.length, 0);
+        assert.equal(status?.runtimeHandlers, undefined);
+        assert.equal(status?.features, undefined);
+        return;
+      }
+      assert.ok(cri_.runtimeHandlers.some((h) => h.name === ''));
+      assert.deepEqual(
+        status?.runtimeHandlers,
+        cri_.runtimeHandlers.map((h) => ({
+          name: h.name,
+          features: {
+            recursiveReadOnlyMounts: h.features?.recursiveReadOnlyMounts ?? false,
+            userNamespaces: h.features?.userNamespaces ?? false,
+          },
+        })),
+      );
+      assert.deepEqual(status?.features, {
+        supplementalGroupsPolicy: cri_.features?.supplementalGroupsPolicy,
+      });
+    });
+
     test('kubectl exec reaches the pod through this runtime: stdin in, output and exit code out', async () => {
       // kubectl's WebSocket exec, which berth turns into SPDY streams at this runtime's
       // streaming server, opening them with the upgrade request itself.
