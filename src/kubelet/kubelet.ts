@@ -14,7 +14,12 @@ import { LogSymlinks } from '../kuberuntime/log-symlinks.ts';
 import { runtimeCounts } from '../metrics/pod-metrics.ts';
 import { LeaseController } from '../nodelease/controller.ts';
 import { hostAppArmorEnabled } from '../admission/apparmor.ts';
-import type { NodeStatusManager } from '../nodestatus/manager.ts';
+import type { NodeStatusController } from '../nodestatus/types.ts';
+import type { NodeLeaseController } from '../nodelease/types.ts';
+import type { PodAdmission } from '../admission/types.ts';
+import type { PodSource } from '../podsource/types.ts';
+import type { ProbeManager } from '../prober/types.ts';
+import type { PodStatusManager } from '../status/types.ts';
 import { RelistPleg } from '../pleg/generic.ts';
 import { ApiPodSource } from '../podsource/api-source.ts';
 import { PodWorkers } from '../podworkers/pod-workers.ts';
@@ -54,18 +59,18 @@ export class Kubelet {
   #runtimeName = 'containerd';
   readonly pleg: RelistPleg;
   readonly podWorkers: PodWorkers;
-  readonly status: StatusManager;
-  readonly source: ApiPodSource;
+  readonly status: PodStatusManager;
+  readonly source: PodSource;
   /** Every source merged (API, manifests, URL) and the mirror pods. */
   readonly static: StaticPods;
-  readonly nodeStatus: NodeStatusManager;
-  readonly lease: LeaseController;
+  readonly nodeStatus: NodeStatusController;
+  readonly lease: NodeLeaseController;
   readonly #housekeeping: Housekeeping;
   /** Upstream's syncLoop: pod source updates, PLEG events, probe results, the tickers. */
   readonly syncLoop: SyncLoop;
-  readonly prober: ProberManager;
+  readonly prober: ProbeManager;
   readonly server: KubeletServer | undefined;
-  readonly admission: AdmissionManager;
+  readonly admission: PodAdmission;
   readonly services: ServiceLister;
   readonly volumes: VolumeStack;
   /** CSI drivers registered through the plugin manager; the volume manager's CSI plugin uses them. */

@@ -17,7 +17,7 @@ import type { RuntimeStatusReader } from '../kuberuntime/runtime-status.ts';
 import type { ContainerLogManager } from '../logs/index.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { RelistPleg } from '../pleg/generic.ts';
-import type { ProberManager } from '../prober/manager.ts';
+import type { ProbeManager } from '../prober/types.ts';
 import type { PodStatusManager } from '../status/types.ts';
 import type { UserNamespaceManager } from '../userns/types.ts';
 import { Backoff } from '../util/backoff.ts';
@@ -44,7 +44,7 @@ export interface PodSyncWiring {
   readonly pleg: RelistPleg;
   readonly reader: RuntimeStatusReader;
   readonly status: PodStatusManager;
-  readonly prober: ProberManager;
+  readonly prober: ProbeManager;
   readonly volumes: VolumeManager;
   readonly services: ServiceLister;
   readonly nodeAllocatable: () => NodeAllocatable;

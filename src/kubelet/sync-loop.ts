@@ -30,7 +30,7 @@ import type { PodLifecycleEvent } from '../pleg/types.ts';
 import type { PodSourceConsumer } from '../podsource/types.ts';
 import type { PodAdmission } from '../admission/types.ts';
 import type { PodWorkers } from '../podworkers/pod-workers.ts';
-import type { ProberManager } from '../prober/manager.ts';
+import type { ProbeManager } from '../prober/types.ts';
 import type { ProbeKind } from '../prober/types.ts';
 import type { PodStatusManager } from '../status/types.ts';
 import type { Clock } from '../util/clock.ts';
@@ -60,7 +60,7 @@ export interface SyncLoopDeps {
   readonly pods: () => ReadonlyMap<string, Pod>;
   readonly admission: PodAdmission;
   readonly podWorkers: Pick<PodWorkers, 'update' | 'resyncAll'>;
-  readonly prober: Pick<ProberManager, 'addPod' | 'removePod'>;
+  readonly prober: Pick<ProbeManager, 'addPod' | 'removePod'>;
   /** The configMap/secret watch of the pods' volumes and env. */
   readonly objects: { register(pod: Pod): void; unregister(uid: string): void };
   readonly status: Pick<PodStatusManager, 'remove'>;

@@ -4,7 +4,6 @@ import { FakeCriClient } from '../cri/fake/index.ts';
 import { MemoryEventRecorder } from '../events/types.ts';
 import { FakeClock } from '../util/clock.ts';
 import { MemoryLogger } from '../util/logger.ts';
-import { testPod } from '../container/testing.ts';
 import { proberContract } from './contract.ts';
 import { FakeProberManager } from './fake.ts';
 import { ProberManager } from './manager.ts';
@@ -46,8 +45,6 @@ proberContract('ProberManager (fake CRI)', () => {
     onChange: (uid) => changes.push(uid),
     random: () => 0,
   });
-  // The real manager probes only pods the sync loop added; every contract pod has this UID.
-  prober.addPod(testPod());
   return {
     prober,
     clock,

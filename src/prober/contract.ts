@@ -67,6 +67,7 @@ export function proberContract(name: string, make: () => ProberContractSubject):
       const app = await s.start('app');
       const plain = await s.start('plain');
       const rt = running(s.clock, ['app', app], ['plain', plain]);
+      s.prober.addPod(pod);
       s.prober.syncPod(pod, rt);
       await s.settle();
       assert.equal(s.prober.get('readiness', app), undefined);
@@ -82,6 +83,7 @@ export function proberContract(name: string, make: () => ProberContractSubject):
       const s = make();
       const app = await s.start('app');
       const rt = running(s.clock, ['app', app]);
+      s.prober.addPod(pod);
       s.prober.syncPod(pod, rt);
       await s.answer('app', 'readiness', 'success');
       assert.equal(s.prober.get('readiness', app), 'success');
@@ -104,6 +106,7 @@ export function proberContract(name: string, make: () => ProberContractSubject):
       const slow = testPod({ containers: [probed('app', 'startup', 'readiness', 'liveness')] });
       const app = await s.start('app');
       const rt = running(s.clock, ['app', app]);
+      s.prober.addPod(slow);
       s.prober.syncPod(slow, rt);
       await s.answer('app', 'readiness', 'success');
       await s.answer('app', 'liveness', 'success');
@@ -122,6 +125,7 @@ export function proberContract(name: string, make: () => ProberContractSubject):
     test('a new instance starts without its predecessor’s results', async () => {
       const s = make();
       const first = await s.start('app');
+      s.prober.addPod(pod);
       s.prober.syncPod(pod, running(s.clock, ['app', first]));
       await s.answer('app', 'liveness', 'failure');
       assert.equal(s.prober.get('liveness', first), 'failure');
@@ -142,6 +146,7 @@ export function proberContract(name: string, make: () => ProberContractSubject):
         [sandbox()],
         [instance('app', 'exited', { id: app, createdAt: s.clock.now() })],
       );
+      s.prober.addPod(pod);
       s.prober.syncPod(pod, rt);
       await s.answer('app', 'readiness', 'success');
       assert.equal(s.prober.get('readiness', app), undefined);
@@ -153,6 +158,7 @@ export function proberContract(name: string, make: () => ProberContractSubject):
     test('removePod stops the pod’s workers and forgets their results', async () => {
       const s = make();
       const app = await s.start('app');
+      s.prober.addPod(pod);
       s.prober.syncPod(pod, running(s.clock, ['app', app]));
       await s.answer('app', 'readiness', 'success');
       s.prober.removePod(uid);
@@ -163,10 +169,30 @@ export function proberContract(name: string, make: () => ProberContractSubject):
       await s.prober.stop();
     });
 
+    test('a pod not added gets no worker; one removed gets none again until added', async () => {
+      const s = make();
+      const app = await s.start('app');
+      const rt = running(s.clock, ['app', app]);
+      s.prober.syncPod(pod, rt);
+      await s.answer('app', 'readiness', 'success');
+      assert.equal(s.prober.get('readiness', app), undefined, 'never added: never probed');
+      s.prober.addPod(pod);
+      s.prober.syncPod(pod, rt);
+      await s.answer('app', 'readiness', 'success');
+      assert.equal(s.prober.get('readiness', app), 'success');
+      s.prober.removePod(uid);
+      s.prober.syncPod(pod, rt);
+      await s.answer('app', 'readiness', 'failure');
+      assert.equal(s.prober.get('readiness', app), undefined, 'removed: not probed again');
+      assert.deepEqual(s.changes, [uid]);
+      await s.prober.stop();
+    });
+
     test('after stop no worker runs and syncPod starts none', async () => {
       const s = make();
       const app = await s.start('app');
       await s.prober.stop();
+      s.prober.addPod(pod);
       s.prober.syncPod(pod, running(s.clock, ['app', app]));
       await s.answer('app', 'readiness', 'success');
       assert.equal(s.prober.get('readiness', app), undefined);

@@ -48,6 +48,8 @@ export class FakeProberManager implements ProbeManager {
   /** Standing outcomes, keyed `${uid}/${container}/${kind}`. */
   readonly #outcomes = new Map<string, ProbeResult>();
   readonly #view: ResultsView;
+  /** Pods added (upstream's AddPod); only these get workers. */
+  readonly #pods = new Set<string>();
   #stopped = false;
 
   constructor(options: FakeProberManagerOptions) {
@@ -75,9 +77,14 @@ export class FakeProberManager implements ProbeManager {
     return this.#results.get(`${kind}/${containerId}`);
   }
 
-  syncPod(pod: Pod, runtime: RuntimePodStatus): void {
-    if (this.#stopped) return;
+  addPod(pod: Pod): void {
     const uid = pod.metadata?.uid ?? '';
+    if (uid !== '' && !this.#stopped) this.#pods.add(uid);
+  }
+
+  syncPod(pod: Pod, runtime: RuntimePodStatus): void {
+    const uid = pod.metadata?.uid ?? '';
+    if (this.#stopped || !this.#pods.has(uid)) return;
     const wanted = new Set<string>();
     const started: FakeWorker[] = [];
     for (const container of probedContainers(pod)) {
@@ -114,6 +121,7 @@ export class FakeProberManager implements ProbeManager {
   }
 
   removePod(uid: string): void {
+    this.#pods.delete(uid);
     for (const [key, w] of this.#workers) if (key.startsWith(`${uid}/`)) this.#stopWorker(key, w);
   }
 

@@ -21,22 +21,24 @@ export interface ProbeResultsReader {
 }
 
 /**
- * The probe manager as the pod sync uses it. Upstream's names map as: `syncPod` is
- * AddPod plus the workers' own container-ID tracking (berth binds a worker to one
- * container instance, so it is told after every runtime read which instances run);
- * `removePod` is RemovePod; `readiness` and `started` are UpdatePodStatus's two flags;
- * `stop` ends every worker at shutdown.
+ * The probe manager as the sync loop and the pod sync use it. Upstream's names map as:
+ * `addPod` is AddPod (the sync loop adds the pod); `syncPod` is the workers' own
+ * container-ID tracking (berth binds a worker to one container instance, so it is told
+ * after every runtime read which instances run); `removePod` is RemovePod; `readiness`
+ * and `started` are UpdatePodStatus's two flags; `stop` ends every worker at shutdown.
  */
 export interface ProbeManager extends ProbeResultsReader {
+  /** The pod is probed from now on; until then `syncPod` starts no worker for it. */
+  addPod(pod: Pod): void;
   /** Latest published result of `kind` for container instance `containerId`. */
   get(kind: ProbeKind, containerId: string): ProbeResult | undefined;
   /**
-   * Brings the pod's workers in line with what runs: one per probe of each running
+   * Brings an added pod's workers in line with what runs: one per probe of each running
    * container instance, starting with no result; workers of other instances stop and
    * their results are dropped. A changed result calls the manager's `onChange(podUID)`.
    */
   syncPod(pod: Pod, runtime: RuntimePodStatus): void;
-  /** Stops every worker of the pod and forgets its results (termination, removal). */
+  /** Stops every worker of the pod, forgets its results and un-adds it (termination, removal). */
   removePod(uid: string): void;
   /** The `ready` flag per running container (undefined when no probe decides). */
   readiness(pod: Pod, runtime: RuntimePodStatus): (containerName: string) => boolean | undefined;
