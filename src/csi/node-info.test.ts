@@ -13,6 +13,7 @@ const signal = new AbortController().signal;
 const slept: number[] = [];
 const instantClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   sleep: (ms) => {
     slept.push(ms);
     return Promise.resolve();

@@ -37,6 +37,8 @@ export class FakePleg implements Pleg {
   readonly #runtime = new Map<string, RuntimePodSnapshot>();
   #published = new Map<string, RuntimePodSnapshot>();
   #lastRelistAt = 0;
+  /** When the last relist ended, on the clock's monotonic scale (health). */
+  #lastRelistMono = 0;
 
   constructor(options: FakePlegOptions) {
     this.#o = options;
@@ -66,7 +68,10 @@ export class FakePleg implements Pleg {
 
   healthProblem(): string | undefined {
     if (this.#lastRelistAt === 0) return undefined;
-    const age = this.#o.clock.now() - this.#lastRelistAt;
+    // Elapsed time, not wall time: a clock stepped an hour forward must not make the
+    // last relist look an hour old (with the evented PLEG's 5 min relists: minutes of
+    // NotReady), as upstream's clock.Since reads Go's monotonic clock.
+    const age = this.#o.clock.monotonic() - this.#lastRelistMono;
     if (age <= UNHEALTHY_AFTER_MS) return undefined;
     return `PLEG is not healthy: pleg was last seen active ${Math.round(age / 1000)}s ago; threshold is ${UNHEALTHY_AFTER_MS / 1000}s`;
   }
@@ -118,6 +123,7 @@ export class FakePleg implements Pleg {
       ]),
     );
     this.#lastRelistAt = this.#o.clock.now();
+    this.#lastRelistMono = this.#o.clock.monotonic();
     if (events.length > 0) {
       this.sent.push(events);
       this.#o.onEvents?.(events);

@@ -46,6 +46,8 @@ export class RelistPleg implements Pleg {
   readonly #o: PlegOptions;
   #pods = new Map<string, RuntimePodSnapshot>();
   #lastRelistAt = 0;
+  /** When the last relist ended, on the clock's monotonic scale (health). */
+  #lastRelistMono = 0;
   /** When the previous relist began (upstream measures the interval start to start). */
   #lastRelistStart = 0;
   #relisting: Promise<void> | undefined;
@@ -72,7 +74,10 @@ export class RelistPleg implements Pleg {
 
   healthProblem(): string | undefined {
     if (this.#lastRelistAt === 0) return undefined;
-    const age = this.#o.clock.now() - this.#lastRelistAt;
+    // Elapsed time, not wall time: a clock stepped an hour forward must not make the
+    // last relist look an hour old (with the evented PLEG's 5 min relists: minutes of
+    // NotReady), as upstream's clock.Since reads Go's monotonic clock.
+    const age = this.#o.clock.monotonic() - this.#lastRelistMono;
     if (age <= UNHEALTHY_AFTER_MS) return undefined;
     return `PLEG is not healthy: pleg was last seen active ${Math.round(age / 1000)}s ago; threshold is ${UNHEALTHY_AFTER_MS / 1000}s`;
   }
@@ -167,6 +172,7 @@ export class RelistPleg implements Pleg {
     }
     this.#pods = sorted;
     this.#lastRelistAt = this.#o.clock.now();
+    this.#lastRelistMono = this.#o.clock.monotonic();
     if (events.length > 0) this.#o.onEvents(events);
   }
 

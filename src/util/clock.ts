@@ -5,14 +5,21 @@
 import { setTimeout as delay } from 'node:timers/promises';
 
 export interface Clock {
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch (wall time: NTP or an operator may step it). */
   now(): number;
+  /**
+   * Milliseconds from an arbitrary origin that only moves forward with elapsed time
+   * (never stepped): for "how long since" checks such as health thresholds, which a
+   * wall-clock step must not trip (Go's time.Since reads the monotonic clock).
+   */
+  monotonic(): number;
   /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   sleep: async (ms, signal) => {
     await delay(ms, undefined, signal === undefined ? undefined : { signal });
   },
@@ -26,6 +33,8 @@ interface Timer {
 /** A clock that moves only when the test calls `advance`. */
 export class FakeClock implements Clock {
   #now: number;
+  /** The wall time minus every jump: advances with time, not with `jump`. */
+  #jumped = 0;
   #timers: Timer[] = [];
 
   constructor(start = Date.UTC(2026, 0, 1)) {
@@ -34,6 +43,10 @@ export class FakeClock implements Clock {
 
   now(): number {
     return this.#now;
+  }
+
+  monotonic(): number {
+    return this.#now - this.#jumped;
   }
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -67,6 +80,7 @@ export class FakeClock implements Clock {
    */
   jump(ms: number): void {
     this.#now += ms;
+    this.#jumped += ms;
     this.#timers = this.#timers.map((t) => ({ ...t, at: t.at + ms }));
   }
 

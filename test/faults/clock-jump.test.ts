@@ -12,7 +12,8 @@
  * - probes keep their period (no burst, no hour-long gap), and a worker started after
  *   the clock went back waits at most its initial delay;
  * - certificate rotation happens once when a forward jump passes its deadline, never
- *   in a storm, and its retries keep their back-off through a backward jump.
+ *   in a storm, and its retries keep their back-off through a backward jump;
+ * - the PLEG's health (the node's Ready condition) measures elapsed time, not wall time.
  * What a real stepped kernel clock would add is in RELIABILITY.md.
  */
 import assert from 'node:assert/strict';
@@ -25,6 +26,8 @@ import { CertificateStore } from '../../src/certificate/store.ts';
 import { FakeApprover, TestCa } from '../../src/certificate/test-ca.ts';
 import { spec, testPod } from '../../src/container/testing.ts';
 import { cri } from '../../src/cri/index.ts';
+import { FakeCriClient } from '../../src/cri/fake/index.ts';
+import { RelistPleg } from '../../src/pleg/generic.ts';
 import { MemoryEventRecorder } from '../../src/events/types.ts';
 import { FakeKubeClient } from '../../src/kube/fake-client.ts';
 import { Reflector } from '../../src/kube/reflector.ts';
@@ -313,6 +316,33 @@ describe('clock jumps of an hour, forward and back', () => {
       ca.dispose();
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('clock jumps and health thresholds', () => {
+  test('the PLEG stays healthy when the clock jumps an hour forward, and turns unhealthy after 3 min without a relist', async () => {
+    const clock = new FakeClock();
+    const fake = new FakeCriClient({ clock });
+    const pleg = new RelistPleg({
+      runtime: fake.runtime,
+      clock,
+      logger: new MemoryLogger(),
+      onEvents: () => undefined,
+    });
+    await pleg.relist();
+    // Found by test/vm/clock-step.test.ts: the last relist looked an hour old, and with the
+    // evented PLEG's 5-minute relists the node was NotReady for minutes.
+    clock.jump(HOUR);
+    assert.equal(pleg.healthProblem(), undefined, 'healthy right after +1 h');
+    clock.jump(-2 * HOUR);
+    assert.equal(pleg.healthProblem(), undefined, 'healthy right after -1 h');
+    await clock.advance(181_000);
+    assert.match(
+      pleg.healthProblem() ?? '',
+      /^PLEG is not healthy: pleg was last seen active 181s ago/,
+    );
+    await pleg.relist();
+    assert.equal(pleg.healthProblem(), undefined);
   });
 });
 
