@@ -278,13 +278,15 @@ export class Reflector<T extends Listed> {
     signal.addEventListener('abort', onAbort, { once: true });
     // An 'abort' that happened before the listener existed (e.g. inside onSync) never fires.
     if (signal.aborted) watch.abort(signal.reason);
-    const started = clock.now();
+    // Elapsed times on the monotonic clock: a wall-clock step must neither trip the stall
+    // watchdog nor make a long watch look short (Go's time.Since does the same).
+    const started = clock.monotonic();
     let lastActivity = started;
     let received = 0;
     const state = { stalled: false };
     const watchdog = (async () => {
       for (;;) {
-        const idle = clock.now() - lastActivity;
+        const idle = clock.monotonic() - lastActivity;
         if (idle >= stallMs) {
           state.stalled = true;
           watch.abort();
@@ -302,8 +304,8 @@ export class Reflector<T extends Listed> {
         timeoutSeconds,
       });
       for await (const event of events) {
-        lastActivity = clock.now();
-        this.#lastEventAt = lastActivity;
+        lastActivity = clock.monotonic();
+        this.#lastEventAt = clock.now();
         received++;
         const rv = event.object.metadata?.resourceVersion;
         if (event.type === 'ERROR') throw statusFromWatchError(event.object);
@@ -326,7 +328,7 @@ export class Reflector<T extends Listed> {
         `Watch of ${path.resource} delivered nothing for ${stallMs} ms, restarting it`,
       );
     }
-    if (received === 0 && clock.now() - started < SHORT_WATCH_MS) {
+    if (received === 0 && clock.monotonic() - started < SHORT_WATCH_MS) {
       throw new ReflectorShortWatchError(
         `Watch of ${path.resource} ended at once without an event`,
       );

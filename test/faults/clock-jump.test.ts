@@ -152,6 +152,37 @@ describe('clock jumps of an hour, forward and back', () => {
     await running;
   });
 
+  test("the reflector's stall watchdog measures elapsed time, not the wall clock", async () => {
+    const clock = new FakeClock();
+    const client = new FakeKubeClient({ clock });
+    const reflector = new Reflector<ConfigMap>({
+      client,
+      path: inNamespace(CONFIGMAPS, 'ns'),
+      clock,
+      logger: new MemoryLogger(),
+      random: () => 0,
+      stallTimeoutMs: 180_000,
+      handler: { onSync: () => undefined, onEvent: () => undefined },
+    });
+    const watches = (): number => client.calls.filter((c) => c.verb === 'watch').length;
+    const controller = new AbortController();
+    const running = reflector.run(controller.signal);
+    await run(clock, 165_000);
+    // An event 10 s before the watchdog's first look, then the wall clock an hour ahead:
+    // the watch was active 15 s ago, so it is not stalled.
+    await client.create<ConfigMap>(inNamespace(CONFIGMAPS, 'ns'), { metadata: { name: 'a' } });
+    await run(clock, 5_000);
+    clock.jump(HOUR);
+    await run(clock, 30_000);
+    assert.equal(watches(), 1, 'no restart: the watch had an event 35 s ago, not an hour');
+    // Back an hour: a watch quiet for the stall timeout is still restarted on time.
+    clock.jump(-HOUR);
+    await run(clock, 200_000);
+    assert.equal(watches(), 2, 'restarted once 180 s passed without an event');
+    controller.abort();
+    await running;
+  });
+
   /** A probe worker on a fake runtime whose exec probe always passes; counts its execs. */
   function probeWorker(
     clock: FakeClock,
