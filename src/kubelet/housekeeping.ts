@@ -89,8 +89,8 @@ export class Housekeeping {
   async handlePodCleanups(signal: AbortSignal): Promise<void> {
     try {
       await this.cleanupOrphans(signal);
-      if (this.#o.clock.now() - this.#lastGc >= (this.#o.gcPeriodMs ?? 60_000)) {
-        this.#lastGc = this.#o.clock.now();
+      if (this.#o.clock.monotonic() - this.#lastGc >= (this.#o.gcPeriodMs ?? 60_000)) {
+        this.#lastGc = this.#o.clock.monotonic();
         await this.garbageCollect(signal);
         // Upstream's periodic QoS update: the Burstable tier's shares follow its pods.
         await this.#o.podCgroups?.updateQos([...this.#o.source.pods().values()]);

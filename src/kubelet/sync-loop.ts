@@ -101,7 +101,7 @@ export class SyncLoop {
 
   /** Handles one input; resolves once its handler is done (housekeeping is asynchronous). */
   async syncLoopIteration(input: SyncLoopInput, signal: AbortSignal): Promise<void> {
-    this.#lastIteration = this.#d.clock.now();
+    this.#lastIteration = this.#d.clock.monotonic();
     switch (input.kind) {
       case 'config':
         switch (input.op) {
@@ -132,7 +132,7 @@ export class SyncLoop {
         await this.#d.housekeeping.handlePodCleanups(signal);
         break;
     }
-    this.#lastIteration = this.#d.clock.now();
+    this.#lastIteration = this.#d.clock.monotonic();
   }
 
   /**
@@ -200,7 +200,7 @@ export class SyncLoop {
   /** A message for /healthz when the loop has stalled, else undefined. */
   health(): string | undefined {
     if (this.#lastIteration === 0) return undefined;
-    const age = this.#d.clock.now() - this.#lastIteration;
+    const age = this.#d.clock.monotonic() - this.#lastIteration;
     const limit = Math.max(2 * this.#d.syncFrequencyMs, MIN_HEALTHY_WINDOW_MS);
     return age > limit
       ? `sync loop took too long: last ran ${Math.round(age / 1000)}s ago`

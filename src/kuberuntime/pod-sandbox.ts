@@ -78,8 +78,8 @@ async function timedRunPodSandbox(
   handler: string,
   signal: AbortSignal,
 ): Promise<string> {
-  const started = deps.clock.now();
-  const seconds = () => (deps.clock.now() - started) / 1000;
+  const started = deps.clock.monotonic();
+  const seconds = () => (deps.clock.monotonic() - started) / 1000;
   try {
     const { podSandboxId } = await deps.cri.runtime.runPodSandbox(
       { config, runtimeHandler: handler },
@@ -197,14 +197,14 @@ export async function killPod(
   const sidecars = (pod.spec?.initContainers ?? [])
     .filter((c) => c.restartPolicy === 'Always')
     .map((c) => c.name);
-  const started = hooks.clock.now();
+  const started = hooks.clock.monotonic();
   const kill = (c: (typeof running)[number], seconds: number): Promise<void> =>
     killContainer(hooks, pod, c, seconds, reason ?? `Stopping container ${c.name}`, signal);
   await Promise.all(
     running.filter((c) => !sidecars.includes(c.name)).map((c) => kill(c, graceSeconds)),
   );
   for (const name of [...sidecars].reverse()) {
-    const left = Math.max(2, graceSeconds - Math.ceil((hooks.clock.now() - started) / 1000));
+    const left = Math.max(2, graceSeconds - Math.ceil((hooks.clock.monotonic() - started) / 1000));
     await Promise.all(running.filter((c) => c.name === name).map((c) => kill(c, left)));
   }
   for (const s of runtime.sandboxes) {

@@ -76,6 +76,27 @@ describe('stopContainerWithHooks', () => {
     assert.equal(h.recorder.events[0]?.message, 'bye');
   });
 
+  test('the grace left after preStop is elapsed time: a wall-clock step during the hook changes nothing', async () => {
+    for (const step of [-3_600_000, 3_600_000]) {
+      const h = await lifecycleHarness();
+      h.fake.onExec(async () => {
+        h.clock.jump(step);
+        await h.clock.sleep(3500);
+        return { exitCode: 0 };
+      });
+      const { pod, container } = withHooks({ preStop: { exec: { command: ['drain'] } } });
+      const stopping = stopContainerWithHooks(
+        deps(h),
+        { pod, container, containerId: h.containerId, gracePeriodSeconds: 10, message: '' },
+        never,
+      );
+      await settle();
+      await h.clock.advance(3500);
+      // Not 10 + 3600 - 3 s after a step back, nor the 2 s minimum after one forward.
+      assert.deepEqual(await stopping, { preStop: 'completed', stopGraceSeconds: 7 }, String(step));
+    }
+  });
+
   test('a preStop sleep longer than the grace period is cut at the deadline', async () => {
     const h = await lifecycleHarness();
     const { pod, container } = withHooks({ preStop: { sleep: { seconds: 600 } } });

@@ -93,10 +93,10 @@ export async function stopContainerWithHooks(
   let preStop: StopResult['preStop'] = 'none';
   const hook = container.lifecycle?.preStop;
   if (hook !== undefined && grace > 0) {
-    const began = deps.clock.now();
+    const began = deps.clock.monotonic();
     preStop = await runBounded(deps, req, hook, grace, signal);
     // Whole seconds spent, truncated as upstream: a 0.9 s hook leaves the grace intact.
-    remaining = grace - Math.floor((deps.clock.now() - began) / 1000);
+    remaining = grace - Math.floor((deps.clock.monotonic() - began) / 1000);
     if (preStop === 'cut')
       log?.info('PreStop hook not completed in grace period', { gracePeriod: grace });
   }

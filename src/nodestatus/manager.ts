@@ -261,7 +261,7 @@ export class NodeStatusManager implements NodeStatusController {
       ...(this.#features !== undefined && { features: this.#features }),
     });
     const fingerprint = statusFingerprint(status);
-    const due = o.clock.now() - this.#lastPostAt >= o.reportFrequencyMs;
+    const due = o.clock.monotonic() - this.#lastPostAt >= o.reportFrequencyMs;
     if (fingerprint === this.#lastPosted && !due) return false;
     try {
       this.#node = await o.client.patch<Node>(NODES, o.nodeName, { status }, 'strategic', {
@@ -283,7 +283,7 @@ export class NodeStatusManager implements NodeStatusController {
       }
     }
     this.#lastPosted = fingerprint;
-    this.#lastPostAt = o.clock.now();
+    this.#lastPostAt = o.clock.monotonic();
     const ready = notReadyReason === undefined;
     if (ready !== this.#lastReady) {
       const target = { kind: 'Node' as const, name: o.nodeName, uid: o.nodeName };

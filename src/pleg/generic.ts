@@ -109,14 +109,14 @@ export class RelistPleg implements Pleg {
 
   async #relistOnce(signal: AbortSignal | undefined): Promise<void> {
     const m = this.#o.metrics;
-    const started = this.#o.clock.now();
+    const started = this.#o.clock.monotonic();
     if (m !== undefined && this.#lastRelistStart > 0)
       m.plegRelistInterval.observe((started - this.#lastRelistStart) / 1000);
     this.#lastRelistStart = started;
     try {
       await this.#diffRuntime(signal);
     } finally {
-      m?.plegRelistDuration.observe((this.#o.clock.now() - started) / 1000);
+      m?.plegRelistDuration.observe((this.#o.clock.monotonic() - started) / 1000);
     }
     m?.plegLastSeen.set(Math.floor(this.#lastRelistAt / 1000));
   }

@@ -236,13 +236,13 @@ export class PodWorkers {
     }
     const operation: PodWorkerOperation =
       w.state !== 'syncing' ? w.state : !w.synced ? 'create' : w.updated ? 'update' : 'sync';
-    const started = this.#o.clock.now();
+    const started = this.#o.clock.monotonic();
     try {
       await this.#run(w, signal, log);
     } finally {
       m.podWorkerDuration.observe(
         { operation_type: operation },
-        (this.#o.clock.now() - started) / 1000,
+        (this.#o.clock.monotonic() - started) / 1000,
       );
     }
   }

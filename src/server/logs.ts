@@ -360,7 +360,7 @@ export async function streamLogFiles(
   const pollMs = o.pollMs ?? 250;
   // Times on the injected clock: a write wakes the loop early, so counting loop turns
   // would no longer measure time.
-  let checkedAt = o.clock.now();
+  let checkedAt = o.clock.monotonic();
   let pending: Awaited<ReturnType<ContainerLogFiles['reopenIfRotated']>>;
   let pendingAt = 0;
   try {
@@ -373,14 +373,14 @@ export async function streamLogFiles(
       }
       const lines = await readAvailable();
       if (lines.length > 0) {
-        checkedAt = o.clock.now();
+        checkedAt = o.clock.monotonic();
         await write(lines);
         continue;
       }
       // Quiet at the end of the file: it may have been rotated. The runtime may still be
       // finishing a write to the old file when the new one appears, so the switch waits
       // until the old descriptor has been quiet for a poll period.
-      if (pending !== undefined && o.clock.now() - pendingAt < pollMs) continue;
+      if (pending !== undefined && o.clock.monotonic() - pendingAt < pollMs) continue;
       if (pending !== undefined) {
         const prev = live;
         await files.release(prev);
@@ -397,11 +397,11 @@ export async function streamLogFiles(
         continue;
       }
       pending = await files.reopenIfRotated(o.clock.now());
-      pendingAt = o.clock.now();
+      pendingAt = o.clock.monotonic();
       if (pending !== undefined) continue;
       // Check the runtime only about once a second while the file is quiet.
-      if (o.clock.now() - checkedAt >= 1000) {
-        checkedAt = o.clock.now();
+      if (o.clock.monotonic() - checkedAt >= 1000) {
+        checkedAt = o.clock.monotonic();
         if (!(await o.isRunning())) {
           await write(await readAvailable());
           return;

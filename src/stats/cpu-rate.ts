@@ -26,7 +26,7 @@ export class CpuRateCache {
 
   /** Records a sample; undefined until a second, later sample of the same key arrives. */
   rate(key: string, timeNs: number, usageCoreNs: number): number | undefined {
-    const now = this.#clock.now();
+    const now = this.#clock.monotonic();
     const prev = this.#samples.get(key);
     if (prev !== undefined && timeNs <= prev.timeNs) {
       // The runtime answered the same sample again (two scrapes close together).
@@ -44,7 +44,7 @@ export class CpuRateCache {
 
   /** Drops samples not refreshed within the TTL. */
   prune(): void {
-    const cutoff = this.#clock.now() - this.#ttlMs;
+    const cutoff = this.#clock.monotonic() - this.#ttlMs;
     for (const [key, s] of this.#samples) if (s.seenAtMs < cutoff) this.#samples.delete(key);
   }
 

@@ -264,7 +264,7 @@ export class VolumeStatsCollector {
     // A pod that is gone is forgotten; a measurement still running for it finds its
     // state dropped and stores nothing.
     for (const uid of this.#pods.keys()) if (!live.has(uid)) this.#pods.delete(uid);
-    const now = this.#o.clock.now();
+    const now = this.#o.clock.monotonic();
     for (const [k, c] of this.#claims) if (now - c.at >= this.#o.periodMs) this.#claims.delete(k);
   }
 
@@ -526,7 +526,7 @@ export class VolumeStatsCollector {
       });
       return undefined;
     }
-    this.#claims.set(key, { pv, at: this.#o.clock.now() });
+    this.#claims.set(key, { pv, at: this.#o.clock.monotonic() });
     return pv;
   }
 }

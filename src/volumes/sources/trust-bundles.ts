@@ -250,7 +250,7 @@ export class TrustBundleCache implements ClusterTrustBundles {
   #fresh(key: string): Buffer | undefined {
     const hit = this.#cache.get(key);
     if (hit === undefined) return undefined;
-    if (this.#o.clock.now() - hit.at >= (this.#o.cacheTtlMs ?? 300_000)) {
+    if (this.#o.clock.monotonic() - hit.at >= (this.#o.cacheTtlMs ?? 300_000)) {
       this.#cache.delete(key);
       return undefined;
     }
@@ -258,7 +258,7 @@ export class TrustBundleCache implements ClusterTrustBundles {
   }
 
   #keep(key: string, owner: { name: string; signerName: string }, data: Buffer): Buffer {
-    this.#cache.set(key, { ...owner, data, at: this.#o.clock.now() });
+    this.#cache.set(key, { ...owner, data, at: this.#o.clock.monotonic() });
     return data;
   }
 
