@@ -75,7 +75,8 @@ const { CONTAINER_EXITED } = cri.ContainerState;
 export class Housekeeping {
   readonly #o: HousekeepingOptions;
   readonly #killing = new Set<string>();
-  #lastGc = 0;
+  // -Infinity: the first pass collects at once, as upstream's wait.Until runs it first.
+  #lastGc = Number.NEGATIVE_INFINITY;
 
   constructor(options: HousekeepingOptions) {
     this.#o = options;

@@ -72,7 +72,7 @@ export class NodeStatusManager implements NodeStatusController {
   readonly #o: NodeStatusManagerOptions;
   #node: Node | undefined;
   #lastPosted: string | undefined;
-  #lastPostAt = 0;
+  #lastPostAt = Number.NEGATIVE_INFINITY;
   #lastReady: boolean | undefined;
   /**
    * What the runtime last said of its handlers and features (CRI Status); kept when a
