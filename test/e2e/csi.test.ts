@@ -392,8 +392,11 @@ describe('CSI volumes and claims on berth (real provisioner, attacher, mock driv
     await waitForPod(cluster, NS, 'geph', 'Running', isRunningAndReady, 180_000);
     // Made by the ephemeral-volume controller, owned by the pod, named <pod>-<volume>.
     const pv = await boundVolume(cluster, 'geph-eph');
-    await deletePod(cluster, 'geph');
+    // Read before the pod goes: its claim goes with it, and the PV (reclaim Delete) may
+    // be gone by the time the deletion returns.
     const handle = await handleOf(cluster, pv);
+    assert.notEqual(handle, '');
+    await deletePod(cluster, 'geph');
     await csi.waitForCall(
       'NodeUnstageVolume of the generic ephemeral volume',
       (c) => ok('NodeUnstageVolume')(c) && str(c.request['volume_id']) === handle,
