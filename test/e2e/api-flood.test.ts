@@ -8,13 +8,15 @@
  * - churn: connections opened and reset at once, over and over.
  * berth must keep answering /healthz and authenticated API requests, start a pod created
  * during the flood, and give its file descriptors back once the flood is gone.
+ * FAULTS_AGENT=upstream floods the upstream kubelet in the same harness (RELIABILITY.md
+ * puts both side by side).
  */
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
 import { connect as netConnect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
-import { startBerth, type BerthNode } from '../harness/berth-node.ts';
+import { agentKind, startAgent, type NodeAgent } from '../faults/agent.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import {
   applyJson,
@@ -59,7 +61,7 @@ async function openMany(n: number, open: () => Socket, sink: Set<Socket>): Promi
 
 describe('kubelet API under a connection flood', () => {
   let cluster: Cluster;
-  let berth: BerthNode;
+  let agent: NodeAgent;
   let port = 0;
   let healthzPort = 0;
   let ca: Buffer;
@@ -70,16 +72,15 @@ describe('kubelet API under a connection flood', () => {
 
   before(async () => {
     cluster = await startCluster({ runtime: 'containerd2' });
-    berth = await startBerth(cluster);
-    const config = await readFile(berth.configFile, 'utf8');
-    port = Number(/^port: (\d+)$/m.exec(config)?.[1]);
-    healthzPort = Number(/^healthzPort: (\d+)$/m.exec(config)?.[1]);
+    agent = await startAgent(cluster, agentKind());
+    port = agent.port;
+    healthzPort = agent.healthzPort;
     ca = await readFile(cluster.pki.ca.cert);
     admin = {
       cert: await readFile(cluster.pki.kubeletClient.cert),
       key: await readFile(cluster.pki.kubeletClient.key),
     };
-    await applyJson(cluster, busyboxPod(cluster, 'before', berth.nodeName));
+    await applyJson(cluster, busyboxPod(cluster, 'before', agent.nodeName));
     await waitForPod(cluster, 'default', 'before', 'running', isRunningAndReady, 120_000);
   });
 
@@ -87,13 +88,13 @@ describe('kubelet API under a connection flood', () => {
     churning = false;
     for (const t of timers) clearInterval(t);
     for (const s of held) s.destroy();
-    await berth.stop();
+    await agent.stop();
     await cluster.stop();
     assert.deepEqual(await cluster.leaks(), []);
   });
 
-  test('berth serves healthz and the API, and starts a pod, while 2000 connections hang on', async () => {
-    const pid = berth.process.pid;
+  test(`${agentKind()} serves healthz and the API, and starts a pod, while 2000 connections hang on`, async () => {
+    const pid = agent.pid();
     const baseline = await openFds(pid);
     const healthz = async (): Promise<number> =>
       (await fetchLocal(`http://127.0.0.1:${healthzPort}/healthz`, { timeoutMs: 30_000 })).status;
@@ -159,7 +160,7 @@ describe('kubelet API under a connection flood', () => {
     assert.equal(await healthz(), 200);
     const pods = await callBerth(port, ca, '/pods', admin);
     assert.equal(pods.status, 200, pods.body);
-    await applyJson(cluster, busyboxPod(cluster, 'during', berth.nodeName));
+    await applyJson(cluster, busyboxPod(cluster, 'during', agent.nodeName));
     await waitForPod(cluster, 'default', 'during', 'running', isRunningAndReady, 120_000);
     assert.equal(await healthz(), 200);
     assert.equal((await callBerth(port, ca, '/healthz', admin)).status, 200);
@@ -170,13 +171,13 @@ describe('kubelet API under a connection flood', () => {
     const stillHeld = held.size;
     for (const s of held) s.destroy();
     // The descriptors come back once the clients are gone.
-    const settled = await eventually('berth closes the flood connections', async () => {
+    const settled = await eventually(`${agent.kind} closes the flood connections`, async () => {
       const n = await openFds(pid);
       return n <= baseline + 20 ? n : undefined;
     });
     process.stdout.write(
       `flood: ${IDLE} idle, ${HALF_TLS} half-open TLS, ${SLOW} slowloris, ${churned} churned; ` +
-        `${stillHeld} still held at the end; berth fds ${baseline} -> ${flood} -> ${settled}\n`,
+        `${stillHeld} still held at the end; ${agent.kind} fds ${baseline} -> ${flood} -> ${settled}\n`,
     );
     assert.equal(await healthz(), 200);
     assert.equal((await callBerth(port, ca, '/pods', admin)).status, 200);

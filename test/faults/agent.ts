@@ -23,6 +23,9 @@ export interface NodeAgent {
   readonly rootDir: string;
   /** The cgroup its pod cgroups are made under. */
   readonly cgroupRoot: string;
+  /** The kubelet API's HTTPS port and the healthz port, on 127.0.0.1. */
+  readonly port: number;
+  readonly healthzPort: number;
   pid(): number;
   alive(): boolean;
   /** Orderly stop (pods keep running for berth; the upstream harness also removes them). */
@@ -86,6 +89,8 @@ export async function startAgent(
       logFile: kubelet.process.logFile,
       rootDir: kubelet.rootDir,
       cgroupRoot: kubelet.cgroupRoot,
+      port: kubelet.port,
+      healthzPort: kubelet.healthzPort,
       pid: () => kubelet.process.pid,
       alive: () => kubelet.process.alive(),
       stop: () => kubelet.stop(),
@@ -114,6 +119,8 @@ export async function startAgent(
     logFile: berth.logFile,
     rootDir: options.rootDir ?? berth.dir,
     cgroupRoot: cluster.state.cgroupRoot,
+    port: berth.port,
+    healthzPort: berth.healthzPort,
     pid: () => berth.process.pid,
     alive: () => berth.process.alive(),
     stop: () => berth.stop(),

@@ -55,6 +55,9 @@ export interface BerthNode {
   readonly dir: string;
   readonly configFile: string;
   readonly logFile: string;
+  /** The kubelet API's HTTPS port and the healthz port (both on the node IP). */
+  readonly port: number;
+  readonly healthzPort: number;
   /** --container-log-symlink-dir: the node's /var/log/containers. */
   readonly containerLogSymlinkDir: string;
   /** --cert-dir (bootstrapped nodes keep their certificates here). */
@@ -181,6 +184,8 @@ export async function startBerth(
       dir,
       configFile,
       logFile,
+      port,
+      healthzPort,
       containerLogSymlinkDir,
       certDir,
       process: proc,

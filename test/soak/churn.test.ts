@@ -5,9 +5,11 @@
  * and dropped. Afterwards nothing of the pods may be left (sandboxes, containers, netns,
  * mounts, cgroups, pod directories), berth's file descriptors and timers are back where
  * they were, and its heap after a forced GC and its RSS grew by at most 10 % from the
- * first round's end to the last's (once what expires on its own has, SOAK_SETTLE_SECONDS).
+ * baseline (after SOAK_WARMUP_ROUNDS rounds, default 1) to the last round's end (once what
+ * expires on its own has, SOAK_SETTLE_SECONDS); the heap and RSS every SOAK_SAMPLE_EVERY
+ * rounds (default 10) are recorded as a series.
  * Figures: a FAULTS-FIGURES line, and $FAULTS_OUT/churn-soak.json. SOAK_HEAP_SNAPSHOTS=<dir>
- * also writes berth's heap snapshots after the first round and at the end there
+ * also writes berth's heap snapshots at the baseline and at the end there
  * (compare them with heap-diff.ts; taking one grows berth's RSS by the snapshot's size,
  * so the RSS figure of such a run means nothing). FAULTS_AGENT=upstream soaks the upstream kubelet:
  * the same leaks, descriptors and RSS (from /proc); heap and timers are berth's only.
@@ -267,15 +269,39 @@ describe('churn soak', () => {
 
   test(`${MINUTES} minutes of pod churn leave nothing behind and no growth`, async () => {
     const started = Date.now();
-    await roundTrip(0);
+    const mib = (bytes: number): number => Math.round((bytes / 2 ** 20) * 10) / 10;
+    // The baseline is taken once WARMUP rounds are done: V8 keeps compiling and
+    // optimising berth through its first rounds, and bounded caches (the event
+    // correlator's LRU of 4096 keys) fill over the first ~1000 pods. What grows after
+    // that is what a long-lived node would keep growing. The series shows the trend.
+    const warmup = flag('SOAK_WARMUP_ROUNDS', 1);
+    const every = flag('SOAK_SAMPLE_EVERY', 10);
+    const series: { round: number; minutes: number; heapMiB: number; rssMiB: number }[] = [];
+    const record = async (round: number): Promise<MemorySample> => {
+      const s = await sample();
+      series.push({
+        round,
+        minutes: Math.round((Date.now() - started) / 600) / 100,
+        heapMiB: mib(s.heapUsed),
+        rssMiB: mib(s.rss),
+      });
+      process.stdout.write(`soak: ${JSON.stringify(series.at(-1))}\n`);
+      return s;
+    };
+    let rounds = 0;
+    while (rounds < warmup) {
+      await roundTrip(rounds);
+      rounds += 1;
+      if (rounds % every === 0 && rounds < warmup) await record(rounds);
+    }
     await noLeaks();
-    const base = await sample();
-    await snapshot('first-round');
+    const base = await record(rounds);
+    await snapshot('baseline');
     const baseFds = await fds();
-    let rounds = 1;
     while (Date.now() - started < MINUTES * 60_000) {
       await roundTrip(rounds);
       rounds += 1;
+      if (rounds % every === 0) await record(rounds);
     }
     await noLeaks();
     // Deleted pods leave timers and cached state that expire on their own (a crash-loop
@@ -317,6 +343,10 @@ describe('churn soak', () => {
       timersEnd: timers(end),
       heapRightAfterMiB: Math.round((first.heapUsed / 2 ** 20) * 10) / 10,
       timersRightAfter: timers(first),
+      warmupRounds: warmup,
+      seriesRounds: [...series.map((x) => x.round), rounds],
+      seriesHeapMiB: [...series.map((x) => x.heapMiB), mib(end.heapUsed)],
+      seriesRssMiB: [...series.map((x) => x.rssMiB), mib(end.rss)],
     };
     await recordFigures(AGENT === 'berth' ? 'churn-soak' : `churn-soak-${AGENT}`, figures);
     assert.ok(endFds <= baseFds + 5, `file descriptors ${baseFds} -> ${endFds}`);
