@@ -60,11 +60,12 @@ test-faults: deps
 
 ## soak: long runs, not in CI. The fuzz suites with a random seed (FUZZ_SEED=<n> replays one) and
 ## FUZZ_RUNS (default 20000: each suite 20 times its make-test share), then the churn soak for
-## SOAK_MINUTES (default 10; SOAK_PODS pods of each kind per round); figures in $$FAULTS_OUT when set.
+## SOAK_MINUTES (default 10) after a warm-up of SOAK_WARMUP_PODS pod lifecycles (default 1000, about
+## 25 min here; SOAK_PODS pods of each kind per round); figures in $$FAULTS_OUT when set.
 soak: deps
 	@echo "== fuzz (seed $${FUZZ_SEED:-random}, FUZZ_RUNS=$${FUZZ_RUNS:-20000})"
 	@FUZZ_SEED=$${FUZZ_SEED:-random} FUZZ_RUNS=$${FUZZ_RUNS:-20000} $(NODE) --test --test-reporter=spec --test-timeout=3600000 'test/fuzz/**/*.test.ts'
-	@echo "== churn soak ($${SOAK_MINUTES:-10} min)"
+	@echo "== churn soak ($${SOAK_WARMUP_PODS:-1000} pods of warm-up, then $${SOAK_MINUTES:-10} min)"
 	@$(NODE) --test --test-reporter=spec --test-concurrency=1 --test-timeout=86400000 'test/soak/**/*.test.ts'
 
 ## test-kubeadm: `kubeadm init` with berth as the kubelet, then `kubeadm reset -f` (a tier of its
