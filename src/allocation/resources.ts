@@ -4,20 +4,19 @@
  * apiequality.Semantic does: "1" and "1000m" are the same allocation.
  */
 import type { Container, Pod, ResourceRequirements } from 'kubernetes-types/core/v1.js';
+import { podLevelResources } from '../container/pod-level.ts';
 import { isSidecar } from '../container/restart-policy.ts';
 import { parseQuantity } from '../util/quantity.ts';
 import type { PodResourceInfo } from './types.ts';
+
+// The pod-level field is read in the container layer; allocation's callers keep its name here.
+export { podLevelResources };
 
 type List = Readonly<Record<string, string>> | undefined;
 
 /** A pod spec with the pod-level `resources` field kubernetes-types does not know yet. */
 interface PodLevel {
   resources?: ResourceRequirements;
-}
-
-/** spec.resources (PodLevelResources), if set. */
-export function podLevelResources(pod: Pod): ResourceRequirements | undefined {
-  return (pod.spec as PodLevel | undefined)?.resources;
 }
 
 function sameQuantity(a: string | undefined, b: string | undefined): boolean {

@@ -17,6 +17,7 @@
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { podRequests } from '../container/pod-requests.ts';
+import { podLevelValue } from '../container/pod-level.ts';
 import { qosClassOf, type QosClass } from '../container/qos.ts';
 import type { Logger } from '../util/logger.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
@@ -58,8 +59,13 @@ function limitOf(c: Container, resource: 'cpu' | 'memory'): number | undefined {
   return resource === 'cpu' ? milliCpu(q) : Math.floor(parseQuantity(q));
 }
 
-/** The pod's limit for `resource` when every container has one (upstream's rule), else undefined. */
+/**
+ * The pod's limit for `resource`: the pod-level limit where the pod sets one, else the
+ * containers' when every container has one (upstream's rule), else undefined.
+ */
 function podLimit(pod: Pod, resource: 'cpu' | 'memory'): number | undefined {
+  const podLevel = podLevelValue(pod, 'limits', resource);
+  if (podLevel !== undefined) return podLevel;
   const inits = pod.spec?.initContainers ?? [];
   const apps = pod.spec?.containers ?? [];
   const all = [...inits, ...apps];

@@ -31,6 +31,13 @@ describe('validateKubeletConfig', () => {
     );
   });
 
+  test('PodLevelResources cannot be turned off: berth reads spec.resources always', () => {
+    assert.deepEqual(problems({ featureGates: { PodLevelResources: true } }), []);
+    assert.deepEqual(problems({ featureGates: { PodLevelResources: false } }), [
+      'featureGates.PodLevelResources: berth does not support feature gate PodLevelResources=false yet; leave it at its default (true)',
+    ]);
+  });
+
   test("userNamespaces.idsPerPod: upstream's checks", () => {
     const ids = (idsPerPod: number) => problems({ userNamespaces: { idsPerPod } });
     assert.deepEqual(ids(65536 * 2), []);

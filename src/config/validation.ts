@@ -55,6 +55,16 @@ const LOCKED_FEATURE_GATES: Readonly<Record<string, boolean>> = {
   ProcMountType: true,
 };
 
+/**
+ * Gates berth implements only in their default state (upstream lets them be turned off):
+ * turning one off is refused at start rather than accepted and ignored.
+ */
+const UNSWITCHABLE_FEATURE_GATES: Readonly<Record<string, boolean>> = {
+  // Beta and on since v1.34: QoS, pod requests, pod cgroups and container limits read
+  // spec.resources (container/pod-level.ts) unconditionally.
+  PodLevelResources: true,
+};
+
 function check(issues: Issues, ok: boolean, path: string, message: string): void {
   if (!ok) issues.push({ path: path.split('.'), message });
 }
@@ -433,6 +443,13 @@ export function validateKubeletConfig(c: KubeletConfig): readonly ValidationIssu
       issues.push({
         path: ['featureGates', gate],
         message: `cannot set feature gate ${gate} to ${String(value)}, feature is locked to ${String(locked)}`,
+      });
+    }
+    const only = UNSWITCHABLE_FEATURE_GATES[gate];
+    if (only !== undefined && value !== only) {
+      issues.push({
+        path: ['featureGates', gate],
+        message: `berth does not support feature gate ${gate}=${String(value)} yet; leave it at its default (${String(only)})`,
       });
     }
   }

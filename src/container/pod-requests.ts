@@ -4,6 +4,7 @@
  */
 import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
+import { podLevelValue } from './pod-level.ts';
 
 /** A pod's or container's requests: CPU in millicores, memory and ephemeral storage in bytes. */
 export interface Requests {
@@ -39,7 +40,8 @@ function max(a: Requests, b: Requests): Requests {
 /**
  * The pod's effective requests as upstream computes them: app containers plus sidecars
  * (which keep running), or the largest init container with the sidecars started before
- * it, whichever is larger; plus the RuntimeClass overhead.
+ * it, whichever is larger; cpu and memory from the pod-level requests where the pod sets
+ * them; plus the RuntimeClass overhead.
  */
 export function podRequests(pod: Pod): Requests {
   const zero: Requests = { cpu: 0, memory: 0, ephemeral: 0 };
@@ -56,7 +58,14 @@ export function podRequests(pod: Pod): Requests {
   }
   const apps = (pod.spec?.containers ?? []).map(containerRequests).reduce(addRequests, zero);
   const overhead = pod.spec?.overhead ?? {};
-  return addRequests(max(addRequests(apps, sidecars), initPeak), {
+  const containers = max(addRequests(apps, sidecars), initPeak);
+  // Pod-level requests (spec.resources) replace the containers' sum for cpu and memory.
+  const effective: Requests = {
+    cpu: podLevelValue(pod, 'requests', 'cpu') ?? containers.cpu,
+    memory: podLevelValue(pod, 'requests', 'memory') ?? containers.memory,
+    ephemeral: containers.ephemeral,
+  };
+  return addRequests(effective, {
     cpu: overhead['cpu'] === undefined ? 0 : milliCpu(overhead['cpu']),
     memory: overhead['memory'] === undefined ? 0 : Math.ceil(parseQuantity(overhead['memory'])),
     ephemeral:

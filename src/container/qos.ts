@@ -2,15 +2,21 @@
  * A pod's QoS class (upstream's rules): BestEffort without any cpu/memory request or
  * limit, Guaranteed when every container limits cpu and memory with requests equal to
  * the limits, Burstable otherwise. Drives the pod's cgroup tier, OOM scores and the
- * status field.
+ * status field. A pod with pod-level resources (spec.resources) is classed by those
+ * alone, as upstream's ComputePodQOS does with PodLevelResources on.
  */
-import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { Pod, ResourceRequirements } from 'kubernetes-types/core/v1.js';
 import { parseQuantity } from '../util/quantity.ts';
+import { isPodLevelResourcesSet, podLevelResources } from './pod-level.ts';
 
 export type QosClass = 'Guaranteed' | 'Burstable' | 'BestEffort';
 
 export function qosClassOf(pod: Pod): QosClass {
-  const containers = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
+  const podLevel = podLevelResources(pod);
+  const containers: { resources?: ResourceRequirements }[] =
+    podLevel !== undefined && isPodLevelResourcesSet(pod)
+      ? [{ resources: podLevel }]
+      : [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
   let any = false;
   let guaranteed = true;
   for (const c of containers) {

@@ -19,6 +19,7 @@ import { kernelHostname } from './hostname.ts';
 import { hugepageLimits } from './hugepages.ts';
 import { containerOomScoreAdjust, containerUnified, type UnifiedOptions } from './memory-qos.ts';
 import { qosClassOf, type QosClass } from '../container/qos.ts';
+import { isPodLevelResourcesSet, podLevelResources } from '../container/pod-level.ts';
 import { BerthError } from '../util/errors.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 
@@ -295,6 +296,25 @@ function appArmorFields(
   }
 }
 
+/**
+ * The container's cpu and memory limits, a limit it leaves unset taken from the pod-level
+ * limit (upstream's getCPULimit / getMemoryLimit with PodLevelResources): the container
+ * is then bounded in its own cgroup too, which the pod's readers of limits rely on.
+ */
+function containerLimits(pod: Pod, c: Container): Readonly<Record<string, string>> {
+  const own = c.resources?.limits ?? {};
+  const podLevel = podLevelResources(pod)?.limits;
+  if (podLevel === undefined || !isPodLevelResourcesSet(pod)) return own;
+  const out: Record<string, string> = { ...own };
+  for (const r of ['cpu', 'memory'] as const) {
+    const fromPod = podLevel[r];
+    const mine = own[r];
+    if ((mine === undefined || parseQuantity(mine) === 0) && fromPod !== undefined)
+      out[r] = fromPod;
+  }
+  return out;
+}
+
 function resources(
   pod: Pod,
   c: Container,
@@ -302,8 +322,8 @@ function resources(
   options: ContainerConfigOptions,
 ): cri.LinuxContainerResources {
   const req = c.resources?.requests ?? {};
-  const lim = c.resources?.limits ?? {};
-  const cpuReq = req['cpu'] ?? lim['cpu'];
+  const lim = containerLimits(pod, c);
+  const cpuReq = req['cpu'] ?? c.resources?.limits?.['cpu'];
   // cpu.shares: 1024 per core, at least 2 (upstream MilliCPUToShares).
   const cpuShares =
     cpuReq === undefined ? 2 : Math.max(2, Math.floor((milliCpu(cpuReq) * 1024) / 1000));
