@@ -7,10 +7,9 @@
  *   a resize of a memory-backed emptyDir (InPlacePodVerticalScalingMemoryBackedVolumes
  *   is alpha, off), a Guaranteed pod's cpu with cpuManagerPolicy static or its memory
  *   with memoryManagerPolicy Static (the Exclusive* gates are alpha, off).
- * - Pod-level resources (spec.resources): InPlacePodLevelResourcesVerticalScaling is
- *   beta and on at v1.37, but berth's pod cgroups do not apply pod-level resources yet,
- *   so berth answers as a kubelet with that gate off: Infeasible with upstream's
- *   message, rather than accepting a resize it would not carry out.
+ * - Pod-level resources (spec.resources): resized like the containers' when
+ *   InPlacePodLevelResourcesVerticalScaling is on (beta, on by default since v1.36); with
+ *   the gate off, Infeasible with upstream's message.
  * - Any other refusal (OutOfcpu, OutOfmemory, ...) becomes Deferred: it may fit once
  *   other pods leave. At v1.37 a request beyond the node's allocatable never reaches the
  *   kubelet: the API server's PodResizeValidator refuses it (403, NodeCapacity); should
@@ -28,6 +27,8 @@ export interface ResizeAdmitOptions {
   /** Whether a container of the pod may use swap (LimitedSwap, Burstable, swap on). */
   readonly usesSwap?: (pod: Pod, containerName: string) => boolean;
   readonly allowedUnsafeSysctls?: readonly string[];
+  /** InPlacePodLevelResourcesVerticalScaling (default on). */
+  readonly podLevelResize?: boolean;
   readonly appArmorEnabled?: () => boolean;
 }
 
@@ -102,7 +103,10 @@ export function admitResize(
 ): PodAdmitResult {
   const swap = swapRefusal(desired, allocated, o);
   if (swap !== undefined) return swap;
-  if (!sameRequirements(podLevelResources(desired), podLevelResources(allocated)))
+  if (
+    o.podLevelResize === false &&
+    !sameRequirements(podLevelResources(desired), podLevelResources(allocated))
+  )
     return infeasible('InPlacePodLevelResourcesVerticalScaling is disabled');
   if (memoryVolumeResized(desired, allocated))
     return infeasible('Memory-backed emptyDir volume resize is disabled');

@@ -31,7 +31,7 @@ function pod(uid: string, cpu: string, extra: { generation?: number; memory?: st
   };
 }
 
-function setup(options: { cpuManagerPolicy?: string } = {}) {
+function setup(options: { cpuManagerPolicy?: string; podLevelResize?: boolean } = {}) {
   const pods = new Map<string, Pod>();
   const conditions = new ResizeConditions(new FakeClock());
   const recorder = new MemoryEventRecorder();
@@ -46,6 +46,7 @@ function setup(options: { cpuManagerPolicy?: string } = {}) {
         node: () => node,
         cpuManagerPolicy: options.cpuManagerPolicy ?? 'none',
         memoryManagerPolicy: 'None',
+        ...(options.podLevelResize !== undefined && { podLevelResize: options.podLevelResize }),
       }),
     activePods: () =>
       [...pods.values()].filter((p) => !['Succeeded', 'Failed'].includes(p.status?.phase ?? '')),
@@ -161,15 +162,41 @@ describe('PodAllocationManager', () => {
     assert.equal(t.manager.hasPendingResizes(), false);
   });
 
-  test('Infeasible: a resize of pod-level resources (berth answers as with the gate off)', async () => {
-    const t = setup();
-    const withLevel = (cpu: string, generation: number): Pod => {
-      const p = pod('a', '500m', { generation });
-      return {
-        ...p,
-        spec: { ...p.spec, resources: { limits: { cpu } } } as NonNullable<Pod['spec']>,
-      };
+  const withLevel = (cpu: string, generation: number): Pod => {
+    const p = pod('a', '500m', { generation });
+    return {
+      ...p,
+      spec: { ...p.spec, resources: { limits: { cpu } } } as NonNullable<Pod['spec']>,
     };
+  };
+
+  test('a resize of pod-level resources is allocated (InPlacePodLevelResourcesVerticalScaling on)', async () => {
+    const t = setup();
+    await t.add(withLevel('1', 1));
+    await t.update(withLevel('1500m', 2));
+    assert.deepEqual(t.state.get('a')?.podLevelResources, { limits: { cpu: '1500m' } });
+    assert.equal(t.conditions.get('a')[0]?.type, 'PodResizeInProgress');
+    assert.deepEqual(t.synced, ['a']);
+  });
+
+  test('a pod-level resize that does not fit is Deferred like a container one', async () => {
+    const t = setup();
+    await t.add(pod('big', '1500m'));
+    const p = pod('a', '100m');
+    const level = (cpu: string, generation: number): Pod => ({
+      ...p,
+      metadata: { ...p.metadata, generation },
+      spec: { ...p.spec, resources: { requests: { cpu }, limits: { cpu } } } as NonNullable<
+        Pod['spec']
+      >,
+    });
+    await t.add(level('200m', 1));
+    await t.update(level('900m', 2));
+    assert.equal(t.conditions.get('a')[0]?.reason, 'Deferred');
+  });
+
+  test("Infeasible: a resize of pod-level resources with the gate off, in upstream's words", async () => {
+    const t = setup({ podLevelResize: false });
     await t.add(withLevel('1', 1));
     await t.update(withLevel('2', 2));
     assert.equal(t.conditions.get('a')[0]?.reason, 'Infeasible');

@@ -162,6 +162,8 @@ export class Kubelet {
       sourcesReady: () => this.static.config.synced,
       ...{ podWorkers: () => this.podWorkers, reader },
       ...{ allowedUnsafeSysctls: options.allowedUnsafeSysctls ?? [], recorder, clock, logger },
+      // Beta and on by default since v1.36, as upstream's gate.
+      podLevelResize: options.featureGates?.['InPlacePodLevelResourcesVerticalScaling'] !== false,
       unified: unifiedOf(options, () => this.nodeStatus.node?.status, deps.cgroups?.version),
     });
     this.prober = new ProberManager({

@@ -36,6 +36,8 @@ export interface ResizeStackDeps {
   /** Its cached status of a resized container is dropped. */
   readonly reader: Pick<RuntimeStatusReader, 'forget'>;
   readonly allowedUnsafeSysctls: readonly string[];
+  /** InPlacePodLevelResourcesVerticalScaling: a resize of spec.resources is carried out. */
+  readonly podLevelResize: boolean;
   /** The containers' unified-map settings (cgroup v2): a resize sends the map anew. */
   readonly unified: (() => UnifiedOptions) | undefined;
   readonly recorder: EventRecorder;
@@ -83,6 +85,7 @@ export function resizeStackOf(d: ResizeStackDeps): ResizeStack {
         cpuManagerPolicy: 'none',
         memoryManagerPolicy: 'None',
         allowedUnsafeSysctls: d.allowedUnsafeSysctls,
+        podLevelResize: d.podLevelResize,
       }),
     activePods: () => activePods(d.pods(), d.rejected, d.phase),
     podByUid: (uid) => d.pods().get(uid),
