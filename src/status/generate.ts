@@ -12,6 +12,7 @@ import type {
   PodStatus,
   ResourceRequirements,
 } from 'kubernetes-types/core/v1.js';
+import { podAllocatedResources } from '../allocation/pod-allocated.ts';
 import { qosClassOf } from '../container/qos.ts';
 import { isSidecar } from '../container/restart-policy.ts';
 import type { RuntimePodStatus } from '../container/pod-status.ts';
@@ -285,7 +286,17 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     containerStatuses: [...statuses].sort(byName),
     ...(ephemeralStatuses.length > 0 && { ephemeralContainerStatuses: ephemeralStatuses }),
     qosClass: previous.qosClass ?? qosClassOf(pod),
+    ...allocatedResources(input.allocatedPod ?? pod),
   };
+}
+
+/**
+ * status.allocatedResources: the allocated pod's requests, as upstream reports them for
+ * every pod with InPlacePodLevelResourcesVerticalScaling on (its v1.37 default).
+ */
+function allocatedResources(pod: Pod): { allocatedResources?: Record<string, string> } {
+  const list = podAllocatedResources(pod);
+  return list === undefined ? {} : { allocatedResources: list };
 }
 
 /**

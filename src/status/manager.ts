@@ -78,7 +78,15 @@ export function statusPatch(status: PodStatus, before?: PodStatus): Record<strin
     }),
     ...(status.podIPs !== undefined && { podIPs: [...status.podIPs, replace] }),
     ...(status.hostIPs !== undefined && { hostIPs: [...status.hostIPs, replace] }),
+    // A resource the allocation no longer has must not linger in the merged map.
+    ...(allocatedOf(status) !== undefined && {
+      allocatedResources: { ...allocatedOf(status), ...replace },
+    }),
   };
+}
+
+function allocatedOf(status: PodStatus): Readonly<Record<string, string>> | undefined {
+  return (status as { allocatedResources?: Record<string, string> }).allocatedResources;
 }
 
 /**
