@@ -69,9 +69,11 @@ describe("status.allocatedResources (upstream's PodRequests of the allocated pod
     assert.deepEqual(podAllocatedResources(withOverhead), { memory: '96Mi' });
   });
 
-  test('the status patch replaces the map, so a resource dropped by a resize goes', () => {
-    const patch = statusPatch({ phase: 'Running', allocatedResources: { cpu: '1' } } as never);
-    assert.deepEqual(patch['allocatedResources'], { cpu: '1', $patch: 'replace' });
+  test('the status patch sends the map, and null for a resource a resize dropped', () => {
+    const now = { phase: 'Running', allocatedResources: { cpu: '1' } } as never;
+    assert.deepEqual(statusPatch(now)['allocatedResources'], { cpu: '1' });
+    const before = { allocatedResources: { cpu: '2', memory: '1Gi' } } as never;
+    assert.deepEqual(statusPatch(now, before)['allocatedResources'], { cpu: '1', memory: null });
     assert.equal(statusPatch({ phase: 'Running' })['allocatedResources'], undefined);
   });
 });

@@ -78,15 +78,28 @@ export function statusPatch(status: PodStatus, before?: PodStatus): Record<strin
     }),
     ...(status.podIPs !== undefined && { podIPs: [...status.podIPs, replace] }),
     ...(status.hostIPs !== undefined && { hostIPs: [...status.hostIPs, replace] }),
-    // A resource the allocation no longer has must not linger in the merged map.
-    ...(allocatedOf(status) !== undefined && {
-      allocatedResources: { ...allocatedOf(status), ...replace },
-    }),
+    // A resource the allocation no longer has must not linger in the merged map: it is
+    // sent as null (a `$patch: replace` directive in this map is dropped by the API
+    // server when the field is new: the status kept no allocatedResources at all).
+    ...allocatedPatch(status, before),
   };
 }
 
-function allocatedOf(status: PodStatus): Readonly<Record<string, string>> | undefined {
-  return (status as { allocatedResources?: Record<string, string> }).allocatedResources;
+function allocatedOf(status: PodStatus | undefined): Readonly<Record<string, string>> | undefined {
+  return (status as { allocatedResources?: Record<string, string> } | undefined)
+    ?.allocatedResources;
+}
+
+function allocatedPatch(
+  status: PodStatus,
+  before: PodStatus | undefined,
+): { allocatedResources?: Record<string, string | null> } {
+  const now = allocatedOf(status);
+  const gone = Object.keys(allocatedOf(before) ?? {}).filter((k) => now?.[k] === undefined);
+  if (now === undefined && gone.length === 0) return {};
+  return {
+    allocatedResources: { ...Object.fromEntries(gone.map((k) => [k, null])), ...now },
+  };
 }
 
 /**
@@ -200,6 +213,12 @@ export class StatusManager implements PodStatusManager {
               ...(entry.pod.status?.conditions ?? []),
               ...(entry.lastSent?.conditions ?? []),
             ],
+            ...{
+              allocatedResources: {
+                ...allocatedOf(entry.pod.status),
+                ...allocatedOf(entry.lastSent),
+              },
+            },
           }),
         },
         'strategic',
