@@ -14,6 +14,7 @@ import type { KubeClient } from '../kube/types.ts';
 import type { RuntimeCache } from '../pleg/types.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import { NodeStatusManager } from '../nodestatus/manager.ts';
+import { declaredFeatures } from '../nodestatus/build.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
 import { KubeletServer, type ServingCertificateSource } from '../server/server.ts';
 import { CriStatsProvider } from '../stats/cri-provider.ts';
@@ -199,6 +200,7 @@ export function nodeStatusManagerOf(
     ...(options.providerID !== undefined && { providerID: options.providerID }),
     nodeIPs: options.nodeIPs,
     kubeletPort: options.kubeletPort,
+    declaredFeatures: declaredFeatures(options.featureGates),
     maxPods: options.maxPods,
     updateFrequencyMs: options.nodeStatusUpdateFrequencyMs,
     reportFrequencyMs: options.nodeStatusReportFrequencyMs,

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { buildNodeStatus, nodeImages, nodeReserved, type NodeStatusInput } from './build.ts';
+import {
+  buildNodeStatus,
+  declaredFeatures,
+  nodeImages,
+  nodeReserved,
+  type NodeStatusInput,
+} from './build.ts';
 
 const GI = 1024 ** 3;
 
@@ -167,5 +173,19 @@ describe('status.volumesInUse', () => {
     assert.deepEqual(status.volumesInUse, ['kubernetes.io/csi/a^1', 'kubernetes.io/csi/b^2']);
     assert.deepEqual(buildNodeStatus(status, input({ volumesInUse: [] })).volumesInUse, []);
     assert.equal(buildNodeStatus(undefined, input()).volumesInUse, undefined);
+  });
+});
+
+describe('declaredFeatures', () => {
+  test('pod-level resize is declared with its gate at its default, not with it off', () => {
+    assert.deepEqual(declaredFeatures(), [
+      'ExtendWebSocketsToKubelet',
+      'InPlacePodLevelResourcesVerticalScaling',
+      'InPlacePodVerticalScalingInitContainers',
+    ]);
+    assert.deepEqual(declaredFeatures({ InPlacePodLevelResourcesVerticalScaling: false }), [
+      'ExtendWebSocketsToKubelet',
+      'InPlacePodVerticalScalingInitContainers',
+    ]);
   });
 });

@@ -26,6 +26,8 @@ export interface NodeStatusInput {
   readonly containerRuntimeVersion: string;
   readonly nodeIPs: readonly string[];
   readonly kubeletPort: number;
+  /** Node.status.declaredFeatures (default: `declaredFeatures()` with every gate at its default). */
+  readonly declaredFeatures?: readonly string[];
   /** Memory held back by evictionHard memory.available (bytes). */
   readonly evictionMemoryBytes: number;
   /** Fraction of ephemeral storage held back by evictionHard nodefs.available. */
@@ -193,19 +195,28 @@ function mergeConditions(
 
 /** RFC 3339 with second precision, as metav1.Time serializes. */
 /**
- * Node.status.declaredFeatures (NodeDeclaredFeatures, on by default since 1.36): the
- * API server sends WebSocket exec, attach and port-forward straight to a node declaring
- * ExtendWebSocketsToKubelet (server/ws-translate.ts serves them), and lets a resize of
- * a regular init container through to a node declaring
+ * Node.status.declaredFeatures (NodeDeclaredFeatures, GA in v1.37): the API server sends
+ * WebSocket exec, attach and port-forward straight to a node declaring
+ * ExtendWebSocketsToKubelet (server/ws-translate.ts serves them), lets a resize of a
+ * regular init container through to a node declaring
  * InPlacePodVerticalScalingInitContainers (src/allocation records every init
- * container's allocation, as upstream). Upstream also declares pod-level resources
- * resize and container restart rules, which berth does not have: the API server then
- * refuses such updates for berth's node.
+ * container's allocation, as upstream), and a resize of pod-level resources to one
+ * declaring InPlacePodLevelResourcesVerticalScaling (its gate on: pod cgroups and
+ * container limits follow spec.resources). Upstream also declares container restart
+ * rules' RestartAllContainers, which berth does not have: the API server then refuses
+ * such pods for berth's node. Sorted, as upstream lists them.
  */
-export const DECLARED_FEATURES: readonly string[] = [
-  'ExtendWebSocketsToKubelet',
-  'InPlacePodVerticalScalingInitContainers',
-];
+export function declaredFeatures(
+  gates: Readonly<Record<string, boolean | undefined>> = {},
+): readonly string[] {
+  return [
+    'ExtendWebSocketsToKubelet',
+    ...(gates['InPlacePodLevelResourcesVerticalScaling'] !== false
+      ? ['InPlacePodLevelResourcesVerticalScaling']
+      : []),
+    'InPlacePodVerticalScalingInitContainers',
+  ];
+}
 
 export function apiTime(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -287,7 +298,7 @@ export function buildNodeStatus(
     capacity,
     allocatable,
     // NodeDeclaredFeatures: what the API server may rely on this node for.
-    declaredFeatures: [...DECLARED_FEATURES],
+    declaredFeatures: [...(input.declaredFeatures ?? declaredFeatures())],
     conditions: mergeConditions(previous?.conditions, conditionSpecs(input), now),
     addresses,
     ...(input.images !== undefined && { images: [...input.images] }),

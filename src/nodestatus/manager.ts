@@ -43,6 +43,8 @@ export interface NodeStatusManagerOptions {
   readonly providerID?: string;
   readonly nodeIPs: readonly string[];
   readonly kubeletPort: number;
+  /** Node.status.declaredFeatures (nodestatus/build.ts `declaredFeatures`). */
+  readonly declaredFeatures?: readonly string[];
   readonly maxPods: number;
   readonly updateFrequencyMs: number;
   readonly reportFrequencyMs: number;
@@ -339,6 +341,7 @@ export class NodeStatusManager implements NodeStatusController {
           : `${version.runtimeName}://${version.runtimeVersion}`,
       nodeIPs: o.nodeIPs,
       kubeletPort: o.kubeletPort,
+      ...(o.declaredFeatures !== undefined && { declaredFeatures: o.declaredFeatures }),
       evictionMemoryBytes: o.evictionMemoryBytes,
       evictionNodefsFraction: o.evictionNodefsFraction,
       ...(o.reserved !== undefined && { reserved: o.reserved }),
