@@ -308,18 +308,28 @@ describe('in-place pod resize on berth', () => {
     await cluster.kubectl(['delete', 'pod', 'huge', '--wait=true', '--timeout=60s']);
   });
 
-  test('pod-level resources cannot be resized on berth: the API server refuses (not declared)', async () => {
+  test('pod-level resources are resized in place: the pod cgroup and a container without a limit follow', async () => {
     await applyJson(
       cluster,
       pod('level', [container('c', { requests: { cpu: '100m', memory: '32Mi' } })], {
         resources: { limits: { cpu: '200m', memory: '64Mi' } },
       }),
     );
-    await running('level');
-    await assert.rejects(
-      resize('level', { resources: { limits: { cpu: '300m', memory: '64Mi' } } }),
-      /requires features InPlacePodLevelResourcesVerticalScaling which are not available on node/,
+    const first = await running('level');
+    // The container has no cpu limit of its own: it is bounded by the pod's.
+    assert.equal(await cpuQuota(first, 'c'), 20_000);
+    assert.equal(await readNumber(join(podCgroup(first, 'cpu'), 'cpu.cfs_quota_us')), 20_000);
+    const id = statusOf(first, 'c')?.containerID;
+    await resize('level', { resources: { limits: { cpu: '300m', memory: '64Mi' } } });
+    const after = await resized(
+      'level',
+      'pod-level cpu limit at 300m',
+      (p) =>
+        ((p.status as { observedGeneration?: number } | undefined)?.observedGeneration ?? 0) >= 2,
     );
+    assert.equal(await readNumber(join(podCgroup(after, 'cpu'), 'cpu.cfs_quota_us')), 30_000);
+    assert.equal(await cpuQuota(after, 'c'), 30_000);
+    assert.equal(statusOf(after, 'c')?.containerID, id, 'same container');
     await cluster.kubectl(['delete', 'pod', 'level', '--wait=true', '--timeout=60s']);
   });
 
