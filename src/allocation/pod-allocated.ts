@@ -6,35 +6,14 @@
  * two wins; pod-level requests (cpu, memory, hugepages) replace the containers' sum; the
  * RuntimeClass overhead is added.
  */
-import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import type { Pod } from 'kubernetes-types/core/v1.js';
 import { podLevelResources } from '../container/pod-level.ts';
-import { isSidecar } from '../container/restart-policy.ts';
+import { containerRequestAmounts } from '../container/pod-requests.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 import { formatBytes, formatMilliCpu } from './resources.ts';
 
-/** Amounts by resource name: cpu in millicores, everything else in its unit (bytes, count). */
-type Amounts = Map<string, number>;
-
 function amount(name: string, q: string): number {
   return name === 'cpu' ? milliCpu(q) : Math.ceil(parseQuantity(q));
-}
-
-function requestsOf(c: Container): Amounts {
-  // A limit without a request defaults the request, as API defaulting does.
-  const merged = { ...c.resources?.limits, ...c.resources?.requests };
-  return new Map(Object.entries(merged).map(([name, q]) => [name, amount(name, q)]));
-}
-
-function add(a: Amounts, b: Amounts): Amounts {
-  const out = new Map(a);
-  for (const [k, v] of b) out.set(k, (out.get(k) ?? 0) + v);
-  return out;
-}
-
-function max(a: Amounts, b: Amounts): Amounts {
-  const out = new Map(a);
-  for (const [k, v] of b) out.set(k, Math.max(out.get(k) ?? 0, v));
-  return out;
 }
 
 function supportedAtPodLevel(name: string): boolean {
@@ -43,17 +22,7 @@ function supportedAtPodLevel(name: string): boolean {
 
 /** `status.allocatedResources` of `pod` (undefined when it requests nothing). */
 export function podAllocatedResources(pod: Pod): Record<string, string> | undefined {
-  let sidecars: Amounts = new Map();
-  let initPeak: Amounts = new Map();
-  for (const c of pod.spec?.initContainers ?? []) {
-    const r = requestsOf(c);
-    if (isSidecar(c)) {
-      sidecars = add(sidecars, r);
-      initPeak = max(initPeak, sidecars);
-    } else initPeak = max(initPeak, add(sidecars, r));
-  }
-  const apps = (pod.spec?.containers ?? []).map(requestsOf).reduce(add, new Map());
-  const total = max(add(apps, sidecars), initPeak);
+  const total = containerRequestAmounts(pod);
   // Pod-level quantities are reported as written; sums as Go prints a new quantity.
   const written = new Map<string, string>();
   for (const [name, q] of Object.entries(podLevelResources(pod)?.requests ?? {})) {

@@ -13,52 +13,66 @@ export interface Requests {
   ephemeral: number;
 }
 
-function containerRequests(c: Container): Requests {
-  // A limit without a request defaults the request (API defaulting does it too).
-  const r = { ...c.resources?.limits, ...c.resources?.requests };
-  return {
-    cpu: r['cpu'] === undefined ? 0 : milliCpu(r['cpu']),
-    memory: r['memory'] === undefined ? 0 : Math.ceil(parseQuantity(r['memory'])),
-    ephemeral:
-      r['ephemeral-storage'] === undefined ? 0 : Math.ceil(parseQuantity(r['ephemeral-storage'])),
-  };
-}
-
 /** The sum of two requests. */
 export function addRequests(a: Requests, b: Requests): Requests {
   return { cpu: a.cpu + b.cpu, memory: a.memory + b.memory, ephemeral: a.ephemeral + b.ephemeral };
 }
 
-function max(a: Requests, b: Requests): Requests {
-  return {
-    cpu: Math.max(a.cpu, b.cpu),
-    memory: Math.max(a.memory, b.memory),
-    ephemeral: Math.max(a.ephemeral, b.ephemeral),
-  };
+/** Requested amounts by resource name: cpu in millicores, everything else in its unit. */
+export type RequestAmounts = Map<string, number>;
+
+function amountsOf(c: Container): RequestAmounts {
+  // A limit without a request defaults the request (API defaulting does it too).
+  const merged = { ...c.resources?.limits, ...c.resources?.requests };
+  return new Map(
+    Object.entries(merged).map(([name, q]) => [
+      name,
+      name === 'cpu' ? milliCpu(q) : Math.ceil(parseQuantity(q)),
+    ]),
+  );
+}
+
+function combine(a: RequestAmounts, b: RequestAmounts, f: (x: number, y: number) => number) {
+  const out = new Map(a);
+  for (const [k, v] of b) out.set(k, f(out.get(k) ?? 0, v));
+  return out;
 }
 
 /**
- * The pod's effective requests as upstream computes them: app containers plus sidecars
- * (which keep running), or the largest init container with the sidecars started before
- * it, whichever is larger; cpu and memory from the pod-level requests where the pod sets
- * them; plus the RuntimeClass overhead.
+ * What the containers request together, for every resource name (upstream's
+ * AggregateContainerRequests): app containers plus sidecars (which keep running), or the
+ * largest init container with the sidecars started before it, whichever is larger.
+ */
+export function containerRequestAmounts(pod: Pod): RequestAmounts {
+  const sum = (x: number, y: number) => x + y;
+  let sidecars: RequestAmounts = new Map();
+  let initPeak: RequestAmounts = new Map();
+  for (const c of pod.spec?.initContainers ?? []) {
+    const r = amountsOf(c);
+    if (c.restartPolicy === 'Always') {
+      sidecars = combine(sidecars, r, sum);
+      initPeak = combine(initPeak, sidecars, Math.max);
+    } else initPeak = combine(initPeak, combine(sidecars, r, sum), Math.max);
+  }
+  const apps = (pod.spec?.containers ?? [])
+    .map(amountsOf)
+    .reduce((a, b) => combine(a, b, sum), new Map<string, number>());
+  return combine(combine(apps, sidecars, sum), initPeak, Math.max);
+}
+
+/**
+ * The pod's effective requests as upstream computes them: the containers' together
+ * (`containerRequestAmounts`); cpu and memory from the pod-level requests where the pod
+ * sets them; plus the RuntimeClass overhead.
  */
 export function podRequests(pod: Pod): Requests {
-  const zero: Requests = { cpu: 0, memory: 0, ephemeral: 0 };
-  let sidecars = zero;
-  let initPeak = zero;
-  for (const c of pod.spec?.initContainers ?? []) {
-    const r = containerRequests(c);
-    if (c.restartPolicy === 'Always') {
-      sidecars = addRequests(sidecars, r);
-      initPeak = max(initPeak, sidecars);
-    } else {
-      initPeak = max(initPeak, addRequests(sidecars, r));
-    }
-  }
-  const apps = (pod.spec?.containers ?? []).map(containerRequests).reduce(addRequests, zero);
+  const amounts = containerRequestAmounts(pod);
+  const containers: Requests = {
+    cpu: amounts.get('cpu') ?? 0,
+    memory: amounts.get('memory') ?? 0,
+    ephemeral: amounts.get('ephemeral-storage') ?? 0,
+  };
   const overhead = pod.spec?.overhead ?? {};
-  const containers = max(addRequests(apps, sidecars), initPeak);
   // Pod-level requests (spec.resources) replace the containers' sum for cpu and memory.
   const effective: Requests = {
     cpu: podLevelValue(pod, 'requests', 'cpu') ?? containers.cpu,
