@@ -154,8 +154,9 @@ export async function doPodResize(
   const desired = cgroups?.desiredPod(pod);
   const initial = await cgroups?.readPod(pod);
   let current: CgroupResources & { memoryUsage?: number } = initial ?? {};
-  const memoryWork = actions.updates.memory.length > 0 || actions.updatePodResources;
-  const cpuWork = actions.updates.cpu.length > 0 || actions.updatePodResources;
+  const podWork = actions.updatePodResources || actions.updatePodLevelResources;
+  const memoryWork = actions.updates.memory.length > 0 || podWork;
+  const cpuWork = actions.updates.cpu.length > 0 || podWork;
   if (memoryWork && initial !== undefined) {
     const invalid = await validateMemory(deps, actions, initial, desired, signal);
     if (invalid !== undefined) return { ok: false, message: invalid };
@@ -221,6 +222,7 @@ export async function doPodResize(
     await updateContainers(resource, actions.updates[resource]);
     if (newRequest < currentRequest) await setPod(resource, false);
     if (newLimit < currentLimit) await setPod(resource, true);
+    if (actions.updatePodLevelResources) await recordPodLevel(deps, pod, resource);
   };
 
   try {
@@ -243,6 +245,34 @@ export async function doPodResize(
     return { ok: false, message };
   }
   return { ok: true };
+}
+
+/**
+ * Records `resource` of the pod's allocated pod-level resources as actuated, keeping the
+ * other resource's record (upstream's updateActuatedPodLevelResources, per resource).
+ */
+async function recordPodLevel(deps: ResizeExecDeps, pod: Pod, resource: ResizeResource) {
+  const allocated = podLevelResources(pod);
+  if (allocated === undefined) return;
+  const uid = pod.metadata?.uid ?? '';
+  const old = deps.actuated.get(uid)?.podLevelResources;
+  const merge = (
+    have: Readonly<Record<string, string>> | undefined,
+    want: Readonly<Record<string, string>> | undefined,
+  ): Record<string, string> | undefined => {
+    if (want === undefined) return have === undefined ? undefined : { ...have };
+    const next: Record<string, string> = { ...have };
+    const q = want[resource];
+    if (q === undefined) delete next[resource];
+    else next[resource] = q;
+    return next;
+  };
+  const requests = merge(old?.requests, allocated.requests);
+  const limits = merge(old?.limits, allocated.limits);
+  await deps.actuated.setPodLevel(uid, {
+    ...(requests !== undefined && { requests }),
+    ...(limits !== undefined && { limits }),
+  });
 }
 
 /**

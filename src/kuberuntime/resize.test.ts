@@ -49,8 +49,16 @@ function status(...containers: RuntimeContainer[]): RuntimePodStatus {
   return { uid: 'u', name: 'p', namespace: 'default', sandboxes: [], containers };
 }
 
-function actuated(map: Record<string, ResourceRequirements>): ActuatedReader {
-  return { container: (_uid, name) => map[name] };
+function actuated(
+  map: Record<string, ResourceRequirements>,
+  podLevel?: ResourceRequirements,
+): ActuatedReader {
+  return { container: (_uid, name) => map[name], podLevel: () => podLevel };
+}
+
+/** `p` with pod-level resources (spec.resources, newer than the generated types). */
+function withPodLevel(p: Pod, resources: ResourceRequirements): Pod {
+  return { ...p, spec: { ...p.spec, resources } as NonNullable<Pod['spec']> };
 }
 
 describe('computeResizeActions', () => {
@@ -131,6 +139,28 @@ describe('computeResizeActions', () => {
     const act = actuated({
       c: { requests: { cpu: '100m', memory: '32Mi' }, limits: { cpu: '0', memory: '0' } },
     });
+    assert.equal(isResizeInProgress(p, status(running('c')), act), false);
+  });
+
+  test('pod-level resources that differ from the actuated ones need the pod cgroup, with no container work', () => {
+    const p = withPodLevel(pod([container('c', req('100m', '32Mi'))]), req('900m', '128Mi'));
+    const act = actuated({ c: req('100m', '32Mi') }, req('800m', '128Mi'));
+    const a = computeResizeActions(p, status(running('c')), act);
+    assert.equal(a.updatePodLevelResources, true);
+    assert.equal(a.updates.cpu.length + a.updates.memory.length, 0);
+    assert.equal(isResizeInProgress(p, status(running('c')), act), true);
+    const done = actuated({ c: req('100m', '32Mi') }, req('900m', '128Mi'));
+    assert.equal(
+      computeResizeActions(p, status(running('c')), done).updatePodLevelResources,
+      false,
+    );
+    assert.equal(isResizeInProgress(p, status(running('c')), done), false);
+  });
+
+  test('no pod-level resources and no record: nothing to do', () => {
+    const p = pod([container('c', req('100m', '32Mi'))]);
+    const act = actuated({ c: req('100m', '32Mi') });
+    assert.equal(computeResizeActions(p, status(running('c')), act).updatePodLevelResources, false);
     assert.equal(isResizeInProgress(p, status(running('c')), act), false);
   });
 });
@@ -276,6 +306,36 @@ describe('doPodResize', () => {
     assert.deepEqual(result, { ok: true });
     assert.deepEqual(seen, ['container, pod quota then 40000']);
     assert.equal(h.cgroups.groups.get(h.podCgroups.podCgroupName(before))?.cpuQuota, 20000);
+  });
+
+  test('a pod-level-only resize grows the pod cgroup and records the actuated pod-level resources', async () => {
+    const h = harness(0, 0);
+    const before = withPodLevel(pod([container('c', req('100m', '32Mi'))]), req('800m', '128Mi'));
+    const after = withPodLevel(pod([container('c', req('100m', '32Mi'))]), req('900m', '256Mi'));
+    await h.podCgroups.ensurePod(before);
+    await h.state.setPodLevel('u', req('800m', '128Mi'));
+    const actions = computeResizeActions(
+      after,
+      status(running('c')),
+      actuated({ c: req('100m', '32Mi') }, req('800m', '128Mi')),
+    );
+    const result = await doPodResize(
+      {
+        runtime: h.runtime,
+        podCgroups: h.podCgroups,
+        actuated: h.state,
+        logger: new MemoryLogger(),
+      },
+      after,
+      actions,
+      new AbortController().signal,
+    );
+    assert.deepEqual(result, { ok: true });
+    assert.deepEqual(h.calls, []);
+    const group = h.cgroups.groups.get(h.podCgroups.podCgroupName(before));
+    assert.equal(group?.cpuQuota, 90000);
+    assert.equal(group?.memoryLimit, 256 * 1024 * 1024);
+    assert.deepEqual(h.state.get('u')?.podLevelResources, req('900m', '256Mi'));
   });
 
   test("a memory limit below current use is refused with upstream's message, nothing applied", async () => {

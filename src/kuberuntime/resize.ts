@@ -45,11 +45,19 @@ export interface ResizeActions {
   readonly restarts: ReadonlyMap<string, string>;
   /** The pod cgroup follows (a restart for resize changes the pod's totals too). */
   readonly updatePodResources: boolean;
+  /**
+   * The pod-level resources (`spec.resources`) differ from the actuated ones (upstream's
+   * computePodLevelResourcesResizeAction): the pod cgroup is resized even when no
+   * container changes, and the actuated pod-level resources are recorded after.
+   */
+  readonly updatePodLevelResources: boolean;
 }
 
 /** The actuated resources of a pod's containers (actuated_pods_state). */
 export interface ActuatedReader {
   container(uid: string, name: string): ResourceRequirements | undefined;
+  /** The actuated pod-level resources; undefined when none were recorded. */
+  podLevel(uid: string): ResourceRequirements | undefined;
 }
 
 function cpuOf(list: Readonly<Record<string, string>> | undefined): number {
@@ -158,7 +166,13 @@ export function computeResizeActions(
     else if (desired.cpuRequest !== current.cpuRequest)
       place(cpu, update, desired.cpuRequest, current.cpuRequest);
   }
-  return { updates: { memory, cpu }, restarts, updatePodResources: restarts.size > 0 };
+  return {
+    updates: { memory, cpu },
+    restarts,
+    updatePodResources: restarts.size > 0,
+    // Upstream compares values, so an absent pod-level record equals no pod-level resources.
+    updatePodLevelResources: !sameCpuMemory(podLevel, actuated.podLevel(uid)),
+  };
 }
 
 /** Whether the plan has any resize work. */
@@ -166,13 +180,15 @@ export function hasResizeWork(actions: ResizeActions): boolean {
   return (
     actions.updates.memory.length > 0 ||
     actions.updates.cpu.length > 0 ||
-    actions.updatePodResources
+    actions.updatePodResources ||
+    actions.updatePodLevelResources
   );
 }
 
 /**
  * Upstream's IsPodResizeInProgress: a running resizable container whose allocated cpu
- * or memory differs from what was actuated.
+ * or memory differs from what was actuated, or pod-level resources that differ from the
+ * actuated ones (only once some were recorded, as upstream).
  */
 export function isResizeInProgress(
   pod: Pod,
@@ -181,6 +197,13 @@ export function isResizeInProgress(
 ): boolean {
   const uid = pod.metadata?.uid ?? '';
   const podLevel = podLevelResources(pod);
+  const actuatedPodLevel = actuated.podLevel(uid);
+  if (
+    podLevel !== undefined &&
+    actuatedPodLevel !== undefined &&
+    !sameCpuMemory(podLevel, actuatedPodLevel)
+  )
+    return true;
   return actuatedContainers(pod).some((c) => {
     if (latestContainer(status, c.name)?.state !== 'running') return false;
     return !sameCpuMemory(

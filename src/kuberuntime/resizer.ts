@@ -63,6 +63,7 @@ export class PodResizer {
     this.#o = options;
     this.#reader = {
       container: (uid, name) => options.actuated.get(uid)?.containerResources[name],
+      podLevel: (uid) => options.actuated.get(uid)?.podLevelResources,
     };
   }
 
