@@ -21,11 +21,18 @@ export function addRequests(a: Requests, b: Requests): Requests {
 /** Requested amounts by resource name: cpu in millicores, everything else in its unit. */
 export type RequestAmounts = Map<string, number>;
 
-function amountsOf(c: Container): RequestAmounts {
-  // A limit without a request defaults the request (API defaulting does it too).
-  const merged = { ...c.resources?.limits, ...c.resources?.requests };
+/** A container's requests; a limit without a request defaults it (API defaulting does too). */
+function requestsOf(c: Container): RequestAmounts {
+  return amountsIn({ ...c.resources?.limits, ...c.resources?.requests });
+}
+
+function limitsOf(c: Container): RequestAmounts {
+  return amountsIn(c.resources?.limits ?? {});
+}
+
+function amountsIn(list: Readonly<Record<string, string>>): RequestAmounts {
   return new Map(
-    Object.entries(merged).map(([name, q]) => [
+    Object.entries(list).map(([name, q]) => [
       name,
       name === 'cpu' ? milliCpu(q) : Math.ceil(parseQuantity(q)),
     ]),
@@ -39,25 +46,41 @@ function combine(a: RequestAmounts, b: RequestAmounts, f: (x: number, y: number)
 }
 
 /**
- * What the containers request together, for every resource name (upstream's
- * AggregateContainerRequests): app containers plus sidecars (which keep running), or the
- * largest init container with the sidecars started before it, whichever is larger.
+ * Upstream's aggregateContainerResourcesByFn: app containers plus sidecars (which keep
+ * running), or the largest init container with the sidecars started before it,
+ * whichever is larger.
  */
-export function containerRequestAmounts(pod: Pod): RequestAmounts {
+function aggregate(pod: Pod, of: (c: Container) => RequestAmounts): RequestAmounts {
   const sum = (x: number, y: number) => x + y;
   let sidecars: RequestAmounts = new Map();
   let initPeak: RequestAmounts = new Map();
   for (const c of pod.spec?.initContainers ?? []) {
-    const r = amountsOf(c);
+    const r = of(c);
     if (c.restartPolicy === 'Always') {
       sidecars = combine(sidecars, r, sum);
       initPeak = combine(initPeak, sidecars, Math.max);
     } else initPeak = combine(initPeak, combine(sidecars, r, sum), Math.max);
   }
   const apps = (pod.spec?.containers ?? [])
-    .map(amountsOf)
+    .map(of)
     .reduce((a, b) => combine(a, b, sum), new Map<string, number>());
   return combine(combine(apps, sidecars, sum), initPeak, Math.max);
+}
+
+/**
+ * What the containers request together, for every resource name (upstream's
+ * AggregateContainerRequests).
+ */
+export function containerRequestAmounts(pod: Pod): RequestAmounts {
+  return aggregate(pod, requestsOf);
+}
+
+/**
+ * The containers' limits together (upstream's AggregateContainerLimits): a container
+ * without a limit for a resource adds nothing to it.
+ */
+export function containerLimitAmounts(pod: Pod): RequestAmounts {
+  return aggregate(pod, limitsOf);
 }
 
 /**

@@ -75,16 +75,21 @@ export class PodSync implements PodSyncer {
   }
 
   /** Computes and records the pod's status; returns its phase. */
-  #report(
+  async #report(
     pod: Pod,
     runtime: RuntimePodStatus,
     extra: { podFailure?: { reason: string; message: string }; terminating?: boolean } = {},
-  ): string | undefined {
+  ): Promise<string | undefined> {
     const uid = pod.metadata?.uid ?? '';
     const podFailure = extra.podFailure ?? this.#failed.get(uid);
     const prober = this.#o.prober;
     const previous = this.#o.status.get(uid) ?? pod.status;
-    const resize = this.#o.resize?.statusInputs(pod, runtime, extra.terminating === true);
+    const resize = await this.#o.resize?.statusInputs(
+      pod,
+      runtime,
+      extra.terminating === true,
+      previous,
+    );
     const status = generatePodStatus({
       pod,
       runtime,
@@ -147,7 +152,7 @@ export class PodSync implements PodSyncer {
       // Upstream keeps the containers in their default waiting state (ContainerCreating,
       // PodInitializing with init containers) and retries; the event says why.
       recorder.event(podRef(pod), 'Warning', 'FailedMount', err.message);
-      this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
+      await this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
       return { requeueAfterMs: 5000 };
     }
     const result = await this.#runtime.syncPod(
@@ -158,10 +163,10 @@ export class PodSync implements PodSyncer {
       { volumes, waiting },
     );
     if (result.outcome !== 'synced') {
-      this.#report(pod, this.#probe(pod, result.podStatus));
+      await this.#report(pod, this.#probe(pod, result.podStatus));
       return result.outcome === 'sandbox-failed' ? { requeueAfterMs: 10_000 } : {};
     }
-    const phase = this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
+    const phase = await this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
     let requeue = result.requeueAfterMs;
     if (deadlineMs !== undefined) requeue = Math.min(requeue ?? deadlineMs, deadlineMs);
     const terminal = phase === 'Succeeded' || phase === 'Failed';
@@ -191,7 +196,7 @@ export class PodSync implements PodSyncer {
       signal,
     );
     await this.#o.pleg.relist(signal);
-    this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
+    await this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
     return { terminal: true };
   }
 
@@ -206,7 +211,7 @@ export class PodSync implements PodSyncer {
     const runtime = await this.#runtimeStatus(pod, signal);
     await this.#runtime.killPod(pod, runtime, gracePeriodSeconds, signal);
     await this.#o.pleg.relist(signal);
-    this.#report(pod, await this.#runtimeStatus(pod, signal), { terminating: true });
+    await this.#report(pod, await this.#runtimeStatus(pod, signal), { terminating: true });
   }
 
   async syncTerminatedPod(pod: Pod, signal: AbortSignal): Promise<void> {
@@ -214,7 +219,7 @@ export class PodSync implements PodSyncer {
     await this.#o.pleg.relist(signal);
     const runtime = await this.#runtimeStatus(pod, signal);
     this.#o.prober?.removePod(uid);
-    this.#report(pod, runtime, { terminating: true });
+    await this.#report(pod, runtime, { terminating: true });
     // Nothing of the pod runs any more: its user namespace range is free (upstream's Release).
     await this.#o.userns?.release(uid);
     if (pod.metadata?.deletionTimestamp == null) return;

@@ -36,7 +36,10 @@ export interface ResizeStackDeps {
   /** Its cached status of a resized container is dropped. */
   readonly reader: Pick<RuntimeStatusReader, 'forget'>;
   readonly allowedUnsafeSysctls: readonly string[];
-  /** InPlacePodLevelResourcesVerticalScaling: a resize of spec.resources is carried out. */
+  /**
+   * InPlacePodLevelResourcesVerticalScaling: a resize of spec.resources is carried out
+   * and the pod's status.resources reported.
+   */
   readonly podLevelResize: boolean;
   /** The containers' unified-map settings (cgroup v2): a resize sends the map anew. */
   readonly unified: (() => UnifiedOptions) | undefined;
@@ -107,6 +110,7 @@ export function resizeStackOf(d: ResizeStackDeps): ResizeStack {
     ...(unified !== undefined && { unified: (c: Container) => containerUnified(c, unified()) }),
     recorder: d.recorder,
     logger,
+    podLevelStatus: d.podLevelResize,
     invalidate: (id) => {
       d.reader.forget(id);
     },

@@ -261,11 +261,9 @@ async function recordPodLevel(deps: ResizeExecDeps, pod: Pod, resource: ResizeRe
     want: Readonly<Record<string, string>> | undefined,
   ): Record<string, string> | undefined => {
     if (want === undefined) return have === undefined ? undefined : { ...have };
-    const next: Record<string, string> = { ...have };
+    const next = Object.entries(have ?? {}).filter(([name]) => name !== resource);
     const q = want[resource];
-    if (q === undefined) delete next[resource];
-    else next[resource] = q;
-    return next;
+    return Object.fromEntries(q === undefined ? next : [...next, [resource, q]]);
   };
   const requests = merge(old?.requests, allocated.requests);
   const limits = merge(old?.limits, allocated.limits);

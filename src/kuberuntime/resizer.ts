@@ -13,10 +13,16 @@
  * 4. `containerStarting`: a container about to be created records its allocation as
  *    actuated.
  * 5. `statusInputs`: PodResizeInProgress is set while allocated and actuated differ for
- *    a running container, and cleared (ResizeCompleted) once they agree; the status
- *    gets the conditions, the allocated pod and the actuated resources.
+ *    a running container or the pod-level resources, and cleared (ResizeCompleted) once
+ *    they agree; the status gets the conditions, the allocated pod, the actuated
+ *    resources and the pod's resources (status/pod-resources.ts).
  */
-import type { Pod, PodCondition, ResourceRequirements } from 'kubernetes-types/core/v1.js';
+import type {
+  Pod,
+  PodCondition,
+  PodStatus,
+  ResourceRequirements,
+} from 'kubernetes-types/core/v1.js';
 import {
   RESIZE_COMPLETED,
   RESIZE_ERROR,
@@ -27,6 +33,7 @@ import { resourceInfoForPod } from '../allocation/resources.ts';
 import type { AllocationManager } from '../allocation/types.ts';
 import { podTarget } from '../events/targets.ts';
 import type { EventRecorder } from '../events/types.ts';
+import { podResourcesStatus, type PodCgroupReading } from '../status/pod-resources.ts';
 import type { ResizeConditionStore } from '../status/resize-conditions.ts';
 import type { Logger } from '../util/logger.ts';
 import {
@@ -46,6 +53,11 @@ export interface PodResizerOptions extends Omit<ResizeExecDeps, 'logger'> {
   readonly logger: Logger;
   /** Drops cached runtime statuses of a container whose resources changed. */
   readonly invalidate?: (containerId: string) => void;
+  /**
+   * InPlacePodLevelResourcesVerticalScaling: the status carries the pod's resources
+   * (`status.resources`, the pod cgroup read back once it runs).
+   */
+  readonly podLevelStatus?: boolean;
 }
 
 /** The status generator's resize inputs. */
@@ -53,6 +65,8 @@ export interface ResizeStatusInputs {
   readonly allocatedPod: Pod;
   readonly actuated: (containerName: string) => ResourceRequirements | undefined;
   readonly resizeConditions: readonly PodCondition[];
+  /** status.resources, with InPlacePodLevelResourcesVerticalScaling. */
+  readonly podResources?: ResourceRequirements;
 }
 
 export class PodResizer {
@@ -137,7 +151,12 @@ export class PodResizer {
    * allocation is not actuated; otherwise the condition is cleared (ResizeCompleted).
    * A terminal pod's resize conditions are dropped.
    */
-  statusInputs(pod: Pod, runtime: RuntimePodStatus, terminal: boolean): ResizeStatusInputs {
+  async statusInputs(
+    pod: Pod,
+    runtime: RuntimePodStatus,
+    terminal: boolean,
+    previous: PodStatus | undefined,
+  ): Promise<ResizeStatusInputs> {
     const allocated = this.#o.allocation.podFromAllocation(pod).pod;
     const uid = allocated.metadata?.uid ?? '';
     const conditions = this.#o.conditions;
@@ -156,11 +175,34 @@ export class PodResizer {
           resizeCompletedMessage(allocated, generation),
         );
     }
+    const podResources =
+      this.#o.podLevelStatus === true
+        ? podResourcesStatus(allocated, previous, await this.#podCgroup(allocated))
+        : undefined;
     return {
       allocatedPod: allocated,
       actuated: (name) => this.#o.actuated.get(uid)?.containerResources[name],
       resizeConditions: conditions.get(uid),
+      ...(podResources !== undefined && { podResources }),
     };
+  }
+
+  /**
+   * The pod cgroup's settings for a running pod's status (upstream reads them each time);
+   * a cgroup that cannot be read leaves the previous values, logged.
+   */
+  async #podCgroup(allocated: Pod): Promise<PodCgroupReading | undefined> {
+    if (allocated.status?.phase !== 'Running') return undefined;
+    try {
+      return await this.#o.podCgroups?.readPod(allocated);
+    } catch (err) {
+      this.#o.logger.error('Failed to read the pod cgroup config', {
+        pod: `${allocated.metadata?.namespace ?? ''}/${allocated.metadata?.name ?? ''}`,
+        podUID: allocated.metadata?.uid ?? '',
+        error: String(err),
+      });
+      return undefined;
+    }
   }
 
   /** The pod is gone: forget its actuated state and conditions. */

@@ -59,6 +59,8 @@ export interface StatusInput {
   readonly actuated?: (containerName: string) => ResourceRequirements | undefined;
   /** PodResizePending / PodResizeInProgress (resize-conditions.ts); left out once terminal. */
   readonly resizeConditions?: readonly PodCondition[];
+  /** status.resources (pod-resources.ts), with InPlacePodLevelResourcesVerticalScaling. */
+  readonly podResources?: ResourceRequirements;
 }
 
 /** Conditions the kubelet owns; others (PodScheduled, DisruptionTarget, gates) are kept. */
@@ -287,6 +289,7 @@ export function generatePodStatus(input: StatusInput): PodStatus {
     ...(ephemeralStatuses.length > 0 && { ephemeralContainerStatuses: ephemeralStatuses }),
     qosClass: previous.qosClass ?? qosClassOf(pod),
     ...allocatedResources(input.allocatedPod ?? pod),
+    ...(input.podResources !== undefined && { resources: input.podResources }),
   };
 }
 

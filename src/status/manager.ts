@@ -5,7 +5,12 @@
  * Per pod, at most one write is in flight; newer statuses coalesce. Failed writes are
  * retried by the periodic sync (every 10 s, as upstream's batch sync).
  */
-import type { Pod, PodCondition, PodStatus } from 'kubernetes-types/core/v1.js';
+import type {
+  Pod,
+  PodCondition,
+  PodStatus,
+  ResourceRequirements,
+} from 'kubernetes-types/core/v1.js';
 import { inNamespace, isConflict, isNotFound, PODS, type KubeClient } from '../kube/types.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
@@ -82,23 +87,52 @@ export function statusPatch(status: PodStatus, before?: PodStatus): Record<strin
     // sent as null (a `$patch: replace` directive in this map is dropped by the API
     // server when the field is new: the status kept no allocatedResources at all).
     ...allocatedPatch(status, before),
+    ...resourcesPatch(status, before),
   };
 }
 
-function allocatedOf(status: PodStatus | undefined): Readonly<Record<string, string>> | undefined {
+type ResourceList = Readonly<Record<string, string>>;
+
+function allocatedOf(status: PodStatus | undefined): ResourceList | undefined {
   return (status as { allocatedResources?: Record<string, string> } | undefined)
     ?.allocatedResources;
+}
+
+function resourcesOf(status: PodStatus | undefined): ResourceRequirements | undefined {
+  return (status as { resources?: ResourceRequirements } | undefined)?.resources;
+}
+
+/** `now` with every key only `before` has set to null (deleted by the merge). */
+function listPatch(
+  now: ResourceList | undefined,
+  before: ResourceList | undefined,
+): Record<string, string | null> | undefined {
+  const gone = Object.keys(before ?? {}).filter((k) => now?.[k] === undefined);
+  if (now === undefined && gone.length === 0) return undefined;
+  return { ...Object.fromEntries(gone.map((k) => [k, null])), ...now };
 }
 
 function allocatedPatch(
   status: PodStatus,
   before: PodStatus | undefined,
 ): { allocatedResources?: Record<string, string | null> } {
-  const now = allocatedOf(status);
-  const gone = Object.keys(allocatedOf(before) ?? {}).filter((k) => now?.[k] === undefined);
-  if (now === undefined && gone.length === 0) return {};
+  const list = listPatch(allocatedOf(status), allocatedOf(before));
+  return list === undefined ? {} : { allocatedResources: list };
+}
+
+/** status.resources: its requests and limits merge like allocatedResources. */
+function resourcesPatch(status: PodStatus, before: PodStatus | undefined) {
+  const now = resourcesOf(status);
+  const was = resourcesOf(before);
+  if (now === undefined) return {};
+  const requests = listPatch(now.requests, was?.requests);
+  const limits = listPatch(now.limits, was?.limits);
   return {
-    allocatedResources: { ...Object.fromEntries(gone.map((k) => [k, null])), ...now },
+    resources: {
+      ...now,
+      ...(requests !== undefined && { requests }),
+      ...(limits !== undefined && { limits }),
+    },
   };
 }
 
@@ -217,6 +251,16 @@ export class StatusManager implements PodStatusManager {
               allocatedResources: {
                 ...allocatedOf(entry.pod.status),
                 ...allocatedOf(entry.lastSent),
+              },
+              resources: {
+                requests: {
+                  ...resourcesOf(entry.pod.status)?.requests,
+                  ...resourcesOf(entry.lastSent)?.requests,
+                },
+                limits: {
+                  ...resourcesOf(entry.pod.status)?.limits,
+                  ...resourcesOf(entry.lastSent)?.limits,
+                },
               },
             },
           }),

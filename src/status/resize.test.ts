@@ -113,4 +113,15 @@ describe('resize in the pod status', () => {
       { type: 'PodResizeInProgress', $patch: 'delete' },
     ]);
   });
+
+  test('the status patch drops a pod-level resource the status no longer has (null in the merge)', () => {
+    const before = {
+      resources: { requests: { cpu: '800m', memory: '64Mi' }, limits: { cpu: '1' } },
+    } as PodStatus;
+    const now = { resources: { requests: { cpu: '900m' } } } as PodStatus;
+    assert.deepEqual(statusPatch(now, before)['resources'], {
+      requests: { memory: null, cpu: '900m' },
+      limits: { cpu: null },
+    });
+  });
 });

@@ -14,7 +14,13 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { Container, Node, Pod, PodCondition } from 'kubernetes-types/core/v1.js';
+import type {
+  Container,
+  Node,
+  Pod,
+  PodCondition,
+  ResourceRequirements,
+} from 'kubernetes-types/core/v1.js';
 import { startBerth, type BerthNode } from '../harness/berth-node.ts';
 import { startCluster, type Cluster } from '../harness/cluster.ts';
 import {
@@ -331,6 +337,40 @@ describe('in-place pod resize on berth', () => {
     assert.equal(await cpuQuota(after, 'c'), 30_000);
     assert.equal(statusOf(after, 'c')?.containerID, id, 'same container');
     await cluster.kubectl(['delete', 'pod', 'level', '--wait=true', '--timeout=60s']);
+  });
+
+  test('a pod-level resize whose containers keep their own limits changes the pod cgroup alone', async () => {
+    await applyJson(
+      cluster,
+      pod('level2', [container('c', guaranteed('100m', '32Mi'))], {
+        resources: guaranteed('200m', '64Mi'),
+      }),
+    );
+    const first = await running('level2');
+    assert.equal(await readNumber(join(podCgroup(first, 'cpu'), 'cpu.cfs_quota_us')), 20_000);
+    await resize('level2', { resources: guaranteed('400m', '96Mi') });
+    const after = await resized(
+      'level2',
+      'status.resources at the new pod-level limits',
+      (p) =>
+        (p.status as { resources?: ResourceRequirements } | undefined)?.resources?.limits?.[
+          'cpu'
+        ] === '400m',
+    );
+    assert.equal(await readNumber(join(podCgroup(after, 'cpu'), 'cpu.cfs_quota_us')), 40_000);
+    assert.equal(
+      await readNumber(join(podCgroup(after, 'memory'), 'memory.limit_in_bytes')),
+      96 * 1024 * 1024,
+    );
+    // The container's own limit is not the pod's: it stays.
+    assert.equal(await cpuQuota(after, 'c'), 10_000);
+    assert.deepEqual((after.status as { resources?: ResourceRequirements }).resources, {
+      requests: { cpu: '400m', memory: '96Mi' },
+      limits: { cpu: '400m', memory: '96Mi' },
+    });
+    const conditions = (after.status?.conditions ?? []).map((c) => c.type);
+    assert.ok(!conditions.includes('PodResizeInProgress'), conditions.join(','));
+    await cluster.kubectl(['delete', 'pod', 'level2', '--wait=true', '--timeout=60s']);
   });
 
   test("a completed init container's resize is allocated for its next run", async () => {
