@@ -63,6 +63,9 @@ const UNSWITCHABLE_FEATURE_GATES: Readonly<Record<string, boolean>> = {
   // Beta and on since v1.34: QoS, pod requests, pod cgroups and container limits read
   // spec.resources (container/pod-level.ts) unconditionally.
   PodLevelResources: true,
+  // Beta and on since v1.36: a RestartAllContainers rule restarts the pod in place
+  // (kuberuntime/restart-all.ts), and the node declares it.
+  RestartAllContainersOnContainerExits: true,
 };
 
 function check(issues: Issues, ok: boolean, path: string, message: string): void {

@@ -9,11 +9,12 @@
  *
  * `restartPolicyRules` (exit-code rules, same feature) are honoured: the first rule
  * whose exit codes match decides. `Restart` restarts the container. `RestartAllContainers`
- * restarts it too, but berth does not yet reset the pod's other containers as upstream
- * does (RestartAllContainersOnContainerExits, beta since 1.36).
+ * (RestartAllContainersOnContainerExits, beta and on since 1.36) restarts the whole pod
+ * in place: every container is removed and the pod starts again from its first init
+ * container in the same sandbox ({@link shouldAllContainersRestart}).
  */
-import type { Container, Pod } from 'kubernetes-types/core/v1.js';
-import type { RuntimeContainer } from './pod-status.ts';
+import type { Container, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
+import { latestContainer, type RuntimeContainer, type RuntimePodStatus } from './pod-status.ts';
 
 /** A restart policy value as the API spells it. */
 export type RestartPolicy = 'Always' | 'OnFailure' | 'Never';
@@ -106,16 +107,75 @@ export function isFailedInstance(container: RuntimeContainer): boolean {
   return container.state === 'exited' && exitCodeOf(container) !== 0;
 }
 
-function matchesRestartRule(container: ContainerWithRules, exitCode: number): boolean {
+/** The action of the first rule whose exit codes match (upstream's FindMatchingContainerRestartRule). */
+function matchingRuleAction(container: ContainerWithRules, exitCode: number): string | undefined {
   for (const rule of container.restartPolicyRules ?? []) {
     const values = rule.exitCodes?.values ?? [];
     const listed = values.includes(exitCode);
     const operator = rule.exitCodes?.operator;
-    const matched = (operator === 'In' && listed) || (operator === 'NotIn' && !listed);
-    // The first matching rule decides; an unknown action falls back to the policy.
-    if (matched) return rule.action === 'Restart' || rule.action === 'RestartAllContainers';
+    if ((operator === 'In' && listed) || (operator === 'NotIn' && !listed)) return rule.action;
   }
-  return false;
+  return undefined;
+}
+
+function matchesRestartRule(container: ContainerWithRules, exitCode: number): boolean {
+  // The first matching rule decides; an unknown action falls back to the policy.
+  const action = matchingRuleAction(container, exitCode);
+  return action === 'Restart' || action === 'RestartAllContainers';
+}
+
+/** Whether `container` exiting with `exitCode` restarts the whole pod. */
+export function triggersRestartAll(container: Container, exitCode: number): boolean {
+  return matchingRuleAction(container, exitCode) === 'RestartAllContainers';
+}
+
+/** The pod's init and app containers. */
+function podContainers(pod: Pod): Container[] {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
+}
+
+/** Upstream's AllContainersCouldRestart: some container has a RestartAllContainers rule. */
+export function allContainersCouldRestart(pod: Pod): boolean {
+  return podContainers(pod).some((c) =>
+    ((c as ContainerWithRules).restartPolicyRules ?? []).some(
+      (r) => r.action === 'RestartAllContainers',
+    ),
+  );
+}
+
+/** The pod condition a restart of all containers is tracked with. */
+export const ALL_CONTAINERS_RESTARTING = 'AllContainersRestarting';
+
+/**
+ * Upstream's ShouldAllContainersRestart: the status already says the pod is restarting
+ * all its containers, or a container's latest instance (in the runtime, else in the
+ * status) exited with a code whose rule is RestartAllContainers.
+ */
+export function shouldAllContainersRestart(
+  pod: Pod,
+  runtime: RuntimePodStatus | undefined,
+  status: PodStatus | undefined,
+): boolean {
+  if (status?.conditions?.some((c) => c.type === ALL_CONTAINERS_RESTARTING && c.status === 'True'))
+    return true;
+  const reported = new Map(
+    [...(status?.initContainerStatuses ?? []), ...(status?.containerStatuses ?? [])].map((s) => [
+      s.name,
+      s,
+    ]),
+  );
+  return podContainers(pod).some((c) => {
+    const latest = runtime === undefined ? undefined : latestContainer(runtime, c.name);
+    if (latest?.state === 'exited' && triggersRestartAll(c, exitCodeOf(latest))) return true;
+    const terminated = reported.get(c.name)?.state?.terminated;
+    return terminated !== undefined && triggersRestartAll(c, terminated.exitCode);
+  });
+}
+
+/** Upstream's AllContainersRestartCleanedUp: no container of the pod is left in the runtime. */
+export function allContainersCleanedUp(pod: Pod, runtime: RuntimePodStatus): boolean {
+  const names = new Set(podContainers(pod).map((c) => c.name));
+  return !runtime.containers.some((c) => names.has(c.name));
 }
 
 function asPolicy(value: string | undefined): RestartPolicy | undefined {

@@ -7,6 +7,11 @@
  */
 import type { Pod, Secret } from 'kubernetes-types/core/v1.js';
 import type { RuntimePodStatus } from '../container/pod-status.ts';
+import {
+  allContainersCleanedUp,
+  allContainersCouldRestart,
+  shouldAllContainersRestart,
+} from '../container/restart-policy.ts';
 import { CriError } from '../cri/index.ts';
 import { containerTarget, podTarget } from '../events/targets.ts';
 import type { EventTarget } from '../events/types.ts';
@@ -78,7 +83,11 @@ export class PodSync implements PodSyncer {
   async #report(
     pod: Pod,
     runtime: RuntimePodStatus,
-    extra: { podFailure?: { reason: string; message: string }; terminating?: boolean } = {},
+    extra: {
+      podFailure?: { reason: string; message: string };
+      terminating?: boolean;
+      restartAll?: { restarting: boolean; podRestarting: boolean };
+    } = {},
   ): Promise<string | undefined> {
     const uid = pod.metadata?.uid ?? '';
     const podFailure = extra.podFailure ?? this.#failed.get(uid);
@@ -104,6 +113,7 @@ export class PodSync implements PodSyncer {
         started: prober.started(pod, runtime),
       }),
       ...(podFailure !== undefined && { podFailure }),
+      ...(extra.restartAll !== undefined && { restartAll: extra.restartAll }),
       ...resize,
     });
     if (status.phase === 'Running' && (previous?.phase ?? 'Pending') === 'Pending') {
@@ -155,22 +165,44 @@ export class PodSync implements PodSyncer {
       await this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
       return { requeueAfterMs: 5000 };
     }
+    const before = await this.#runtimeStatus(pod, signal);
+    const restartAll = this.#restartAll(pod, before);
     const result = await this.#runtime.syncPod(
       pod,
-      await this.#runtimeStatus(pod, signal),
+      before,
       (secretSignal) => this.#pullSecrets(pod, secretSignal),
       signal,
-      { volumes, waiting },
+      { volumes, waiting, restartAll: restartAll.restarting },
     );
     if (result.outcome !== 'synced') {
-      await this.#report(pod, this.#probe(pod, result.podStatus));
+      await this.#report(pod, this.#probe(pod, result.podStatus), { restartAll });
       return result.outcome === 'sandbox-failed' ? { requeueAfterMs: 10_000 } : {};
     }
-    const phase = await this.#report(pod, this.#probe(pod, await this.#runtimeStatus(pod, signal)));
+    const phase = await this.#report(
+      pod,
+      this.#probe(pod, await this.#runtimeStatus(pod, signal)),
+      { restartAll },
+    );
     let requeue = result.requeueAfterMs;
     if (deadlineMs !== undefined) requeue = Math.min(requeue ?? deadlineMs, deadlineMs);
     const terminal = phase === 'Succeeded' || phase === 'Failed';
     return { terminal, ...(requeue !== undefined && !terminal && { requeueAfterMs: requeue }) };
+  }
+
+  /**
+   * RestartAllContainers, decided on the runtime status before the sync as upstream
+   * decides it on the status it generates first: the pod is restarting while a
+   * triggering exit or the condition says so, and its containers are removed this round
+   * unless none is left.
+   */
+  #restartAll(pod: Pod, runtime: RuntimePodStatus) {
+    if (!allContainersCouldRestart(pod)) return { restarting: false, podRestarting: false };
+    const previous = this.#o.status.get(pod.metadata?.uid ?? '') ?? pod.status;
+    const podRestarting = shouldAllContainersRestart(pod, runtime, previous);
+    return {
+      restarting: podRestarting && !allContainersCleanedUp(pod, runtime),
+      podRestarting,
+    };
   }
 
   /** Milliseconds left of spec.activeDeadlineSeconds (from the pod's start), if it has one. */

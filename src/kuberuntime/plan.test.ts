@@ -439,6 +439,7 @@ describe('computePodActions: other rules', () => {
       ephemeralContainersToStart: [],
       containersToKill: [],
       waiting: {},
+      containersToReset: [],
     });
   });
 
@@ -459,6 +460,7 @@ describe('computePodActions: other rules', () => {
       ephemeralContainersToStart: [],
       containersToKill: [],
       waiting: {},
+      containersToReset: [],
     });
   });
 

@@ -59,6 +59,7 @@ import {
   type BackoffReader,
   type WaitingContainer,
 } from './crash-backoff.ts';
+import { containersToReset, type ContainerToReset } from './restart-all.ts';
 import { decideSandbox, type SandboxChangeReason } from './sandbox-decision.ts';
 import type { ProbeResult, ProbeResultsReader } from '../prober/types.ts';
 
@@ -87,6 +88,11 @@ export interface PlanInput {
    * RestartContainer for a changed resource; resize.ts), with the Killing message.
    */
   readonly resizeRestarts?: ReadonlyMap<string, string>;
+  /**
+   * The pod is restarting all its containers (AllContainersRestarting, restart-all.ts):
+   * this round only removes them.
+   */
+  readonly restartAll?: boolean;
 }
 
 /** Why a container is killed; probe reasons select the probe's own grace period. */
@@ -123,6 +129,8 @@ export interface PodActions {
   readonly containersToKill: readonly ContainerToKill[];
   /** Containers held back by CrashLoopBackOff, by container name. */
   readonly waiting: Readonly<Record<string, WaitingContainer>>;
+  /** RestartAllContainers: every container to kill and remove, in order (restart-all.ts). */
+  readonly containersToReset: readonly ContainerToReset[];
 }
 
 /** Mutable form of PodActions while the plan is being built. */
@@ -172,6 +180,9 @@ export function computePodActions(input: PlanInput): PodActions {
     resizeRestarts: input.resizeRestarts ?? new Map(),
     draft,
   };
+  if (input.restartAll === true && !sandbox.create) {
+    return { ...finish(input, draft), containersToReset: containersToReset(pod, status) };
+  }
   if (sandbox.create) {
     planFreshSandbox(context);
   } else {
@@ -464,6 +475,7 @@ function finish(input: PlanInput, draft: Draft): PodActions {
     ephemeralContainersToStart: draft.killPod ? [] : draft.ephemeralToStart,
     containersToKill: draft.toKill,
     waiting,
+    containersToReset: [],
   };
 }
 

@@ -35,6 +35,7 @@ import {
 } from './container-start.ts';
 import { pullImageVolumes } from './image-volumes.ts';
 import { computePodActions, containerBackoffKey } from './plan.ts';
+import type { ContainerToReset } from './restart-all.ts';
 import { writeEtcHosts } from './pod-dirs.ts';
 import {
   createPodSandbox,
@@ -91,6 +92,8 @@ export interface SyncPodContext {
   readonly volumes: PodVolumes;
   /** Filled with why containers are not running, for the status (upstream's reasonCache). */
   readonly waiting: Map<string, WaitingReason>;
+  /** The pod is restarting all its containers (restart-all.ts): this sync removes them. */
+  readonly restartAll?: boolean;
 }
 
 /** The outcome of {@link KubeRuntimeManager.syncPod}. */
@@ -170,13 +173,31 @@ export class KubeRuntimeManager {
     );
   }
 
+  /**
+   * RestartAllContainers: kills (without grace, upstream's "killing" with reason
+   * RestartAllContainers) and removes each container; the logs stay until the pod goes.
+   */
+  async #reset(pod: Pod, containers: readonly ContainerToReset[], signal: AbortSignal) {
+    for (const c of containers) {
+      if (c.kill) await killContainer(this.#hooks, pod, c, 0, 'killing', signal);
+      await this.#o.cri.runtime.removeContainer({ containerId: c.id }, { signal });
+      this.#o.logger.info('Removed container before pod restarts', {
+        pod: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
+        podUID: pod.metadata?.uid ?? '',
+        container: c.name,
+        containerID: c.id,
+      });
+    }
+    await this.#o.pleg.relist(signal);
+  }
+
   /** Upstream's SyncPod: one pass of the plan over `podStatus` (see the module comment). */
   async syncPod(
     pod: Pod,
     podStatus: RuntimePodStatus,
     pullSecrets: PullSecrets,
     signal: AbortSignal,
-    { volumes, waiting }: SyncPodContext,
+    { volumes, waiting, restartAll }: SyncPodContext,
   ): Promise<RuntimeSyncResult> {
     const { recorder, clock } = this.#o;
     const uid = pod.metadata?.uid ?? '';
@@ -196,6 +217,7 @@ export class KubeRuntimeManager {
       backoff: this.#o.crashBackoff,
       ...(this.#o.probes !== undefined && { probes: this.#o.probes }),
       ...(resize !== undefined && { resizeRestarts: resize.restarts }),
+      ...(restartAll === true && { restartAll }),
     });
     for (const [name, w] of Object.entries(plan.waiting)) {
       waiting.set(name, w);
@@ -229,6 +251,11 @@ export class KubeRuntimeManager {
             : undefined;
       const seconds = probe?.terminationGracePeriodSeconds ?? grace;
       await killContainer(this.#hooks, pod, k, seconds, k.message, signal);
+    }
+    if (plan.containersToReset.length > 0) {
+      await this.#reset(pod, plan.containersToReset, signal);
+      // The next sync finds the pod empty and starts it over (upstream requeues at once).
+      return { outcome: 'synced', requeueAfterMs: 0 };
     }
     let sandboxId = plan.sandboxId;
     let sandbox: cri.PodSandboxConfig | undefined;

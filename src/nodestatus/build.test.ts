@@ -182,10 +182,12 @@ describe('declaredFeatures', () => {
       'ExtendWebSocketsToKubelet',
       'InPlacePodLevelResourcesVerticalScaling',
       'InPlacePodVerticalScalingInitContainers',
+      'RestartAllContainersOnContainerExits',
     ]);
     assert.deepEqual(declaredFeatures({ InPlacePodLevelResourcesVerticalScaling: false }), [
       'ExtendWebSocketsToKubelet',
       'InPlacePodVerticalScalingInitContainers',
+      'RestartAllContainersOnContainerExits',
     ]);
   });
 });

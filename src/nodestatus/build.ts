@@ -202,9 +202,9 @@ function mergeConditions(
  * InPlacePodVerticalScalingInitContainers (src/allocation records every init
  * container's allocation, as upstream), and a resize of pod-level resources to one
  * declaring InPlacePodLevelResourcesVerticalScaling (its gate on: pod cgroups and
- * container limits follow spec.resources). Upstream also declares container restart
- * rules' RestartAllContainers, which berth does not have: the API server then refuses
- * such pods for berth's node. Sorted, as upstream lists them.
+ * container limits follow spec.resources), and RestartAllContainersOnContainerExits (a
+ * container restart rule's RestartAllContainers: kuberuntime/restart-all.ts); without it
+ * the scheduler keeps such pods off the node. Sorted, as upstream lists them.
  */
 export function declaredFeatures(
   gates: Readonly<Record<string, boolean | undefined>> = {},
@@ -215,6 +215,7 @@ export function declaredFeatures(
       ? ['InPlacePodLevelResourcesVerticalScaling']
       : []),
     'InPlacePodVerticalScalingInitContainers',
+    'RestartAllContainersOnContainerExits',
   ];
 }
 

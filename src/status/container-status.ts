@@ -53,7 +53,16 @@ export interface ContainerStatusContext {
   readonly allocated?: (containerName: string) => Container | undefined;
   /** The resources last given to the runtime for the container (actuated_pods_state). */
   readonly actuated?: (containerName: string) => ResourceRequirements | undefined;
+  /**
+   * The pod is restarting all its containers (RestartAllContainers): one removed from
+   * the runtime waits with reason RestartingAllContainers.
+   */
+  readonly podRestarting?: boolean;
 }
+
+/** Upstream's reason for containers removed by a restart of all containers. */
+export const RESTARTING_ALL_CONTAINERS = 'RestartingAllContainers';
+const RESTARTING_ALL_MESSAGE = 'The container is removed because RestartAllContainers in place';
 
 /** Upstream's reason for a container that vanished from the runtime. */
 export const STATUS_UNKNOWN = 'ContainerStatusUnknown';
@@ -194,6 +203,23 @@ function withoutRuntime(
 ): ContainerStatus {
   const waiting = ctx.waiting.get(spec.name);
   const old = previousOf(ctx.previous, kind, spec.name);
+  if (ctx.podRestarting === true && old !== undefined && old.state?.waiting === undefined) {
+    // Removed to restart the pod in place: it will run again.
+    return {
+      ...old,
+      ready: false,
+      started: false,
+      state: { waiting: { reason: RESTARTING_ALL_CONTAINERS, message: RESTARTING_ALL_MESSAGE } },
+      lastState: {
+        terminated: {
+          exitCode: 137,
+          reason: RESTARTING_ALL_CONTAINERS,
+          message: RESTARTING_ALL_MESSAGE,
+        },
+      },
+      restartCount: old.restartCount + 1,
+    };
+  }
   if (old?.state?.terminated !== undefined && waiting === undefined) {
     // Removed after it ended: its termination is still the truth.
     return { ...old, ready: kind === 'init' && old.state.terminated.exitCode === 0 };
@@ -231,6 +257,22 @@ function withoutRuntime(
   return status;
 }
 
+/**
+ * The last termination when the runtime has no earlier instance (upstream, with
+ * RestartAllContainersOnContainerExits): the previous status's termination of another
+ * instance, else its last termination.
+ */
+function carriedLastState(
+  old: ContainerStatus | undefined,
+  containerID: string,
+): { lastState?: NonNullable<ContainerStatus['lastState']> } {
+  if (old?.state?.terminated !== undefined && old.containerID !== containerID)
+    return { lastState: { terminated: old.state.terminated } };
+  if (old?.lastState?.terminated !== undefined)
+    return { lastState: { terminated: old.lastState.terminated } };
+  return {};
+}
+
 /** Upstream's readiness for a running container of `kind`. */
 function readyWhileRunning(
   spec: Container,
@@ -250,24 +292,33 @@ export function containerStatus(
   const [current, previous] = attempts(ctx.runtime, spec.name);
   if (current === undefined) return withoutRuntime(spec, kind, ctx);
   const waiting = ctx.waiting.get(spec.name);
+  const old = previousOf(ctx.previous, kind, spec.name);
+  const containerID = `${ctx.runtimeName}://${current.id}`;
   const status: ContainerStatus = {
     name: spec.name,
     image: spec.image ?? '',
     imageID: current.imageRef,
-    containerID: `${ctx.runtimeName}://${current.id}`,
-    restartCount: current.attempt,
+    containerID,
+    // Never lower than reported: a restart of all containers removes the earlier instances.
+    restartCount: Math.max(current.attempt, old?.restartCount ?? 0),
     ready: false,
     started: false,
-    ...resourcesOf(spec, current, ctx, previousOf(ctx.previous, kind, spec.name)),
+    ...resourcesOf(spec, current, ctx, old),
   };
-  const lastState =
+  const lastState: { lastState?: NonNullable<ContainerStatus['lastState']> } =
     previous !== undefined && previous.state === 'exited'
       ? { lastState: terminatedState(previous, ctx.runtimeName) }
-      : {};
+      : carriedLastState(old, containerID);
   if (current.state === 'running') {
     const started = ctx.started?.(spec.name) ?? true;
+    // Running again after a termination the runtime no longer has (upstream's rule).
+    const restarted =
+      old?.state?.terminated !== undefined && old.restartCount >= current.attempt
+        ? { restartCount: old.restartCount + 1 }
+        : {};
     return {
       ...status,
+      ...restarted,
       ready: readyWhileRunning(spec, kind, started, ctx),
       started,
       state: { running: { startedAt: apiTime(current.startedAt ?? current.createdAt) } },

@@ -14,7 +14,11 @@ import type {
 } from 'kubernetes-types/core/v1.js';
 import { podAllocatedResources } from '../allocation/pod-allocated.ts';
 import { qosClassOf } from '../container/qos.ts';
-import { isSidecar } from '../container/restart-policy.ts';
+import {
+  ALL_CONTAINERS_RESTARTING,
+  allContainersCouldRestart,
+  isSidecar,
+} from '../container/restart-policy.ts';
 import type { RuntimePodStatus } from '../container/pod-status.ts';
 import {
   apiTime,
@@ -61,6 +65,12 @@ export interface StatusInput {
   readonly resizeConditions?: readonly PodCondition[];
   /** status.resources (pod-resources.ts), with InPlacePodLevelResourcesVerticalScaling. */
   readonly podResources?: ResourceRequirements;
+  /**
+   * RestartAllContainers: `restarting` when this sync removes every container (the
+   * AllContainersRestarting condition is True), `podRestarting` while the pod is in a
+   * restart of all its containers (upstream's ShouldAllContainersRestart).
+   */
+  readonly restartAll?: { readonly restarting: boolean; readonly podRestarting: boolean };
 }
 
 /** Conditions the kubelet owns; others (PodScheduled, DisruptionTarget, gates) are kept. */
@@ -70,6 +80,7 @@ export const KUBELET_CONDITIONS = new Set([
   'ContainersReady',
   'Ready',
   ...RESIZE_CONDITIONS,
+  ALL_CONTAINERS_RESTARTING,
 ]);
 
 function condition(
@@ -170,6 +181,7 @@ export function generatePodStatus(input: StatusInput): PodStatus {
       allocated: (name: string) => specOf(input.allocatedPod, name),
     }),
     ...(input.actuated !== undefined && { actuated: input.actuated }),
+    ...(input.restartAll?.podRestarting === true && { podRestarting: true }),
   };
   let initStatuses = initSpecs.map((c) =>
     containerStatus(c, isSidecar(c) ? 'sidecar' : 'init', ctx),
@@ -233,20 +245,41 @@ export function generatePodStatus(input: StatusInput): PodStatus {
       return s.state?.terminated?.exitCode !== 0;
     })
     .map((s) => s.name);
+  // Once initialized a pod stays so (upstream, with RestartAllContainersOnContainerExits):
+  // init containers run again after a restart of all containers.
+  const stayInitialized = prevConditions.some(
+    (c) => c.type === 'Initialized' && c.status === 'True',
+  );
   const conditions: PodCondition[] = [
     condition('PodReadyToStartContainers', sandbox?.state === 'ready', now, prevConditions),
     phase === 'Succeeded'
       ? condition('Initialized', true, now, prevConditions, 'PodCompleted')
-      : condition(
-          'Initialized',
-          initDone,
-          now,
-          prevConditions,
-          initDone ? undefined : 'ContainersNotInitialized',
-          initDone ? undefined : `containers with incomplete status: [${notInit.join(' ')}]`,
-        ),
+      : stayInitialized && !initDone
+        ? condition('Initialized', true, now, prevConditions)
+        : condition(
+            'Initialized',
+            initDone,
+            now,
+            prevConditions,
+            initDone ? undefined : 'ContainersNotInitialized',
+            initDone ? undefined : `containers with incomplete status: [${notInit.join(' ')}]`,
+          ),
     readyCondition(pod, others, containersReady, now, prevConditions, reason, message),
     condition('ContainersReady', containersReady, now, prevConditions, reason, message),
+    ...(allContainersCouldRestart(pod)
+      ? [
+          input.restartAll?.restarting === true
+            ? condition(
+                ALL_CONTAINERS_RESTARTING,
+                true,
+                now,
+                prevConditions,
+                'RestartAllContainersStarted',
+                'container exited with restart policy rule',
+              )
+            : condition(ALL_CONTAINERS_RESTARTING, false, now, prevConditions),
+        ]
+      : []),
     ...others,
   ];
   // A pod bound by spec.nodeName never met the scheduler; the kubelet reports it scheduled.

@@ -13,6 +13,7 @@
  */
 import type { Container, ContainerStatus, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
 import { isSidecar, shouldRestartAfterExit } from '../container/restart-policy.ts';
+import { RESTARTING_ALL_CONTAINERS } from './container-status.ts';
 
 export type Phase = NonNullable<PodStatus['phase']>;
 
@@ -31,6 +32,15 @@ export interface PhaseInput {
   readonly initialized: boolean;
 }
 
+/**
+ * Whether a stopped container runs again: by its policy and rules, or because it was
+ * removed to restart all of the pod's containers (upstream's RestartingAllContainers).
+ */
+function restarts(c: Container, pod: Pod, s: ContainerStatus, exitCode: number): boolean {
+  const reason = s.state?.terminated?.reason ?? s.lastState?.terminated?.reason;
+  return reason === RESTARTING_ALL_CONTAINERS || shouldRestartAfterExit(c, pod, exitCode);
+}
+
 function byName(list: readonly ContainerStatus[], c: Container): ContainerStatus | undefined {
   return list.find((s) => s.name === c.name);
 }
@@ -46,7 +56,7 @@ export function podPhase(input: PhaseInput): Phase {
     const exitCode = s === undefined || s.state?.running !== undefined ? 0 : stoppedExitCode(s);
     if (s === undefined || s.state?.running !== undefined || exitCode === undefined) {
       pendingInit++;
-    } else if (exitCode !== 0 && !shouldRestartAfterExit(c, pod, exitCode)) {
+    } else if (exitCode !== 0 && !restarts(c, pod, s, exitCode)) {
       failedInitForGood++;
     }
   }
@@ -77,7 +87,7 @@ export function podPhase(input: PhaseInput): Phase {
     else if (exitCode === undefined) waiting++;
     else {
       stopped++;
-      if (!shouldRestartAfterExit(c, pod, exitCode)) stoppedForGood++;
+      if (!restarts(c, pod, s, exitCode)) stoppedForGood++;
       if (exitCode === 0) succeeded++;
     }
   }
