@@ -2,7 +2,8 @@
  * Pod status as upstream's NodeConformance specs check it (issue #33): init container
  * readiness and PodInitializing, a sidecar's readiness in the pod's, a container-level
  * restart policy in the phase, the status of a terminated pod kept by a finalizer
- * after a preStop sleep, and container status resources. containerd 2.x.
+ * after a preStop sleep, container status resources, and a restart of all containers
+ * (RestartAllContainers). containerd 2.x.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -164,6 +165,78 @@ describe('pod status on berth (upstream conformance rules)', () => {
     );
     assert.equal(p.status?.containerStatuses?.[0]?.restartCount, 0);
     assert.equal(p.status?.containerStatuses?.[0]?.state?.terminated?.exitCode, 1);
+  });
+
+  test('an exit whose rule is RestartAllContainers restarts every container in place, once', async () => {
+    const mount = { volumeMounts: [{ name: 'work', mountPath: '/mnt' }] };
+    await applyJson(
+      cluster,
+      pod('restart-all', {
+        restartPolicy: 'Never',
+        volumes: [{ name: 'work', emptyDir: {} }],
+        initContainers: [
+          container('init', ['sh', '-c', 'echo run >> /mnt/init-runs'], mount),
+          container('sidecar', ['sleep', '10000'], { restartPolicy: 'Always' }),
+        ],
+        containers: [
+          container(
+            'source',
+            [
+              'sh',
+              '-c',
+              'if [ -f /mnt/done ]; then sleep 10000; else touch /mnt/done; exit 42; fi',
+            ],
+            {
+              ...mount,
+              restartPolicy: 'Never',
+              restartPolicyRules: [
+                { action: 'RestartAllContainers', exitCodes: { operator: 'In', values: [42] } },
+              ],
+            },
+          ),
+          container('regular', ['sleep', '10000']),
+        ],
+      }),
+    );
+    const statuses = (p: Pod) => [
+      ...(p.status?.initContainerStatuses ?? []),
+      ...(p.status?.containerStatuses ?? []),
+    ];
+    const p = await waitForPod(
+      cluster,
+      'default',
+      'restart-all',
+      'every container restarted once, the app containers running',
+      (x) =>
+        statuses(x).length === 4 &&
+        statuses(x).every((s) => s.restartCount > 0 && s.lastState?.terminated !== undefined) &&
+        (x.status?.containerStatuses ?? []).every((s) => s.state?.running !== undefined),
+    );
+    assert.equal(p.status?.phase, 'Running');
+    assert.equal(cond(p, 'AllContainersRestarting')?.status, 'False');
+    assert.equal(cond(p, 'Initialized')?.status, 'True');
+    for (const s of statuses(p)) assert.equal(s.restartCount, 1, s.name);
+    // The same sandbox (the emptyDir survived): the init container ran twice in it.
+    const runs = await cluster.kubectl([
+      'exec',
+      'restart-all',
+      '-c',
+      'source',
+      '--',
+      'cat',
+      '/mnt/init-runs',
+    ]);
+    assert.equal(runs.trim().split('\n').length, 2, runs);
+    const events = await cluster.kubectl([
+      'get',
+      'events',
+      '--field-selector',
+      'involvedObject.name=restart-all,reason=Killing',
+      '-o',
+      'jsonpath={.items[*].message}',
+    ]);
+    assert.match(events, /killing/);
+    await cluster.kubectl(['delete', 'pod', 'restart-all', '--wait=true', '--timeout=60s']);
   });
 
   test('a deleted pod kept by a finalizer: terminated after its preStop sleep, never Pending', async () => {
