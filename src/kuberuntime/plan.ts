@@ -270,6 +270,9 @@ function planInitContainers(context: Context, sandboxId: string): boolean {
             if (i === last) initialized = true;
             else if (!laterSeen) starts.add(i + 1);
             checkRunningSidecar(context, container, instance, () => starts.add(i));
+          } else if (!sidecar && context.resizeRestarts.has(container.name)) {
+            kill(draft, instance, 'resize', context.resizeRestarts.get(container.name) ?? '');
+            starts.add(i);
           } else if (sidecar && probeOf(context, 'startup', container, instance) === 'failure') {
             kill(
               draft,

@@ -113,7 +113,7 @@ describe('computeResizeActions', () => {
     assert.equal(a.updatePodResources, true);
   });
 
-  test('sidecars are resized; regular init containers are not', () => {
+  test('running sidecars and regular init containers are resized; only sidecars hold a resize in progress', () => {
     const p = pod(
       [container('app', req('100m', '32Mi'))],
       [
@@ -129,9 +129,16 @@ describe('computeResizeActions', () => {
     });
     assert.deepEqual(
       computeResizeActions(p, rt, act).updates.cpu.map((u) => u.name),
-      ['side'],
+      ['side', 'init'],
     );
     assert.equal(isResizeInProgress(p, rt, act), true);
+    const sideDone = actuated({
+      app: req('100m', '32Mi'),
+      side: req('300m', '32Mi'),
+      init: req('100m', '32Mi'),
+    });
+    // Upstream's IsPodResizeInProgress looks at restartable init containers only.
+    assert.equal(isResizeInProgress(p, rt, sideDone), false);
   });
 
   test('actuated "0" limits equal absent ones (upstream records zero quantities)', () => {

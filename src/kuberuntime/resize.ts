@@ -10,11 +10,16 @@
  * container whose resizePolicy for a changed resource says RestartContainer is killed
  * and started again with its allocation instead ("Container <name> resize requires
  * restart"); a resource without a policy is resized in place (NotRequired).
- * Resizable: app containers and sidecars (restartable init containers); only running
- * ones: a container that is not running gets its allocation when it (re)starts.
+ * Resizable: app containers and every init container; only running ones: a container
+ * that is not running gets its allocation when it (re)starts.
  */
 import type { Container, Pod, ResourceRequirements } from 'kubernetes-types/core/v1.js';
-import { actuatedContainers, podLevelResources, sameCpuMemory } from '../allocation/resources.ts';
+import {
+  actuatedContainers,
+  podLevelResources,
+  resizableContainers,
+  sameCpuMemory,
+} from '../allocation/resources.ts';
 import { milliCpu, parseQuantity } from '../util/quantity.ts';
 import { latestContainer, type RuntimePodStatus } from '../container/pod-status.ts';
 
@@ -133,7 +138,9 @@ export function computeResizeActions(
     if (desired > current) list.push(update);
     else if (desired < current) list.unshift(update);
   };
-  for (const container of actuatedContainers(pod)) {
+  // A running regular init container is resized too (upstream's computeInitContainerActions
+  // with InPlacePodVerticalScalingInitContainers), though it never holds a resize in progress.
+  for (const container of resizableContainers(pod)) {
     const running = latestContainer(status, container.name);
     if (running?.state !== 'running') continue;
     const desired = resourceValues(effectiveRequirements(podLevel, container.resources));

@@ -373,6 +373,37 @@ describe('in-place pod resize on berth', () => {
     await cluster.kubectl(['delete', 'pod', 'level2', '--wait=true', '--timeout=60s']);
   });
 
+  test('a running regular init container is resized in place (its cgroup and status follow)', async () => {
+    await applyJson(
+      cluster,
+      pod('init-running', [container('app', guaranteed('100m', '32Mi'))], {
+        initContainers: [
+          container('setup', guaranteed('100m', '32Mi'), { command: ['tail', '-f', '/dev/null'] }),
+        ],
+      }),
+    );
+    const first = await waitFor(
+      'init-running',
+      'init container running',
+      (p) => statusOf(p, 'setup')?.state?.running !== undefined,
+    );
+    assert.equal(await cpuQuota(first, 'setup'), 10_000);
+    const id = statusOf(first, 'setup')?.containerID;
+    await resize('init-running', {
+      initContainers: [{ name: 'setup', resources: guaranteed('200m', '48Mi') }],
+    });
+    const p = await resized(
+      'init-running',
+      'running init container at 200m',
+      (x) => statusOf(x, 'setup')?.resources?.limits?.['cpu'] === '200m',
+    );
+    assert.deepEqual(statusOf(p, 'setup')?.resources, guaranteed('200m', '48Mi'));
+    assert.equal(await cpuQuota(p, 'setup'), 20_000);
+    assert.equal(await memoryLimit(p, 'setup'), 48 * 1024 * 1024);
+    assert.equal(statusOf(p, 'setup')?.containerID, id, 'same container');
+    await cluster.kubectl(['delete', 'pod', 'init-running', '--wait=true', '--timeout=60s']);
+  });
+
   test("a completed init container's resize is allocated for its next run", async () => {
     await applyJson(
       cluster,
