@@ -12,10 +12,12 @@ import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status
 
 /** The part of berth's Backoff the plan reads (keys from {@link containerBackoffKey}). */
 export interface BackoffReader {
-  inBackoff(key: string): boolean;
   /** Ms until the key may be tried again. */
   remaining(key: string): number;
-  /** The key's whole current delay, for the message; `remaining` is used without it. */
+  /**
+   * The key's whole current delay, counted from the container's exit (upstream's
+   * IsInBackOffSince); without it `remaining` (from the last restart) is used.
+   */
   current?(key: string): number;
 }
 
@@ -60,9 +62,15 @@ export function holdBackCrashLooping(
   const uid = pod.metadata?.uid ?? status.uid;
   return names.filter((name) => {
     const key = containerBackoffKey(uid, name);
-    if (!crashedWithCurrentSpec(pod, status, name) || !backoff.inBackoff(key)) return true;
-    const remaining = backoff.remaining(key);
-    const delay = backoff.current?.(key) ?? remaining;
+    const crashed = crashedWithCurrentSpec(pod, status, name);
+    if (crashed === undefined) return true;
+    // The delay set at the last restart, counted from the exit that followed it.
+    const current = backoff.current?.(key) ?? 0;
+    const remaining =
+      (current > 0 ? remainingSinceExit(crashed, current, now) : undefined) ??
+      backoff.remaining(key);
+    if (remaining <= 0) return true;
+    const delay = current > 0 ? current : remaining;
     waiting[name] = {
       reason: 'CrashLoopBackOff',
       message: `back-off ${formatGoDuration(delay)} restarting failed container=${name} pod=${podDescription(pod, status)}`,
@@ -72,15 +80,37 @@ export function holdBackCrashLooping(
   });
 }
 
-function crashedWithCurrentSpec(pod: Pod, status: RuntimePodStatus, name: string): boolean {
+/**
+ * Upstream's IsInBackOffSince(key, finishedAt): the delay runs from when the container
+ * exited, not from when it was last started, so a container that ran for a while still
+ * waits the whole delay after its exit. Capped at the delay, so a wall clock stepped
+ * back does not hold a container for the step as well.
+ */
+function remainingSinceExit(
+  crashed: RuntimeContainer,
+  delay: number,
+  now: number,
+): number | undefined {
+  if (crashed.finishedAt === undefined) return undefined;
+  return Math.min(delay, Math.max(0, crashed.finishedAt + delay - now));
+}
+
+/** The newest exited instance of `name`, when it ran the current spec (else undefined). */
+function crashedWithCurrentSpec(
+  pod: Pod,
+  status: RuntimePodStatus,
+  name: string,
+): RuntimeContainer | undefined {
   let crashed: RuntimeContainer | undefined;
   for (const c of status.containers) {
     if (c.name !== name || c.state !== 'exited') continue;
     if (crashed === undefined || c.createdAt > crashed.createdAt) crashed = c;
   }
-  if (crashed === undefined) return false;
+  if (crashed === undefined) return undefined;
   const container = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find(
     (c) => c.name === name,
   );
-  return container === undefined || sameContainerHash(crashed.hash, hashContainer(container));
+  return container === undefined || sameContainerHash(crashed.hash, hashContainer(container))
+    ? crashed
+    : undefined;
 }

@@ -19,7 +19,8 @@ import {
 } from '../container/testing.ts';
 import { fakeBackoff, fakeProbes } from './testing.ts';
 
-const NOW = 1_000_000;
+// 5 s after the fixtures' containers exited (at 2.5 s): a 20 s back-off has 15 s left.
+const NOW = 7_500;
 
 type Policy = 'Always' | 'OnFailure' | 'Never';
 type InitState = 'none' | 'created' | 'running' | 'exited0' | 'exited1' | 'oomkilled' | 'unknown';

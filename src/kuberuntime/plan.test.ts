@@ -19,7 +19,8 @@ import {
 } from '../container/testing.ts';
 import { fakeBackoff, fakeProbes } from './testing.ts';
 
-const NOW = 1_000_000;
+// 5 s after the fixtures' containers exited (at 2.5 s): a 20 s back-off has 15 s left.
+const NOW = 7_500;
 const KEY = `${TEST_POD_UID}_main`;
 
 type Policy = 'Always' | 'OnFailure' | 'Never';
@@ -210,7 +211,7 @@ describe('computePodActions: back-off reporting', () => {
       pod: testPod(),
       status: runtimeStatus([sandbox()], [instance('main', 'exited', { exitCode: 1 })]),
       now: NOW,
-      backoff: { inBackoff: () => true, remaining: () => 80_000 },
+      backoff: { remaining: () => 80_000 },
     });
     assert.match(actions.waiting['main']?.message ?? '', /^back-off 1m20s restarting/);
   });
@@ -233,11 +234,10 @@ describe('computePodActions: back-off reporting', () => {
       status: runtimeStatus([sandbox()], [instance('main', 'exited', { exitCode: 1 })]),
       now: NOW,
       backoff: {
-        inBackoff: (key) => {
+        remaining: (key) => {
           asked.push(key);
-          return false;
+          return 0;
         },
-        remaining: () => 0,
       },
     });
     assert.deepEqual(asked, ['uid-1_main']);

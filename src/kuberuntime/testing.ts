@@ -10,7 +10,6 @@ export function fakeBackoff(
   entries: Readonly<Record<string, { remaining: number; current: number }>> = {},
 ): BackoffReader {
   return {
-    inBackoff: (key) => (entries[key]?.remaining ?? 0) > 0,
     remaining: (key) => entries[key]?.remaining ?? 0,
     current: (key) => entries[key]?.current ?? 0,
   };
