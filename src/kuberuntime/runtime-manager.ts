@@ -34,7 +34,7 @@ import {
   type ContainerStartDeps,
 } from './container-start.ts';
 import { pullImageVolumes } from './image-volumes.ts';
-import { computePodActions, containerBackoffKey } from './plan.ts';
+import { computePodActions } from './plan.ts';
 import type { ContainerToReset } from './restart-all.ts';
 import { writeEtcHosts } from './pod-dirs.ts';
 import {
@@ -355,9 +355,10 @@ export class KubeRuntimeManager {
       if (userNamespaced && started.some((name) => waiting.has(name)))
         recordUserNamespacedPodStarted(this.#o.metrics, false);
     }
-    for (const name of Object.keys(plan.waiting)) {
-      const remaining = this.#o.crashBackoff.remaining(containerBackoffKey(uid, name));
-      if (remaining > 0) requeue = Math.min(requeue ?? remaining, remaining);
+    // Synced again when the first held-back container is due (its delay counts from its exit).
+    for (const w of Object.values(plan.waiting)) {
+      const remaining = Math.max(0, w.retryAt - clock.now());
+      requeue = Math.min(requeue ?? remaining, remaining);
     }
     return { outcome: 'synced', ...(requeue !== undefined && { requeueAfterMs: requeue }) };
   }
