@@ -203,6 +203,26 @@ describe('KubeRuntimeManager.syncPod', () => {
     assert.equal(doubled.result.requeueAfterMs, 20_000, 'the back-off doubles');
   });
 
+  test('a container that ran a while waits its whole back-off from its exit, and is synced again then', async () => {
+    const h = await harness();
+    h.exits.set('main', [1]);
+    const p = testPod({ restartPolicy: 'Always' });
+    await h.sync(p);
+    await h.sync(p); // restarted: a 10 s back-off from now on
+    assert.deepEqual(await h.containers(), ['main#0:exited', 'main#1:running']);
+    await h.clock.advance(5_000);
+    const running = (await h.fake.runtime.listContainers({})).containers.find(
+      (c) => c.state === cri.ContainerState.CONTAINER_RUNNING,
+    );
+    assert.ok(running !== undefined);
+    h.fake.exitContainer(running.id, 1);
+    const held = await h.sync(p);
+    assert.equal(h.created().length, 2, 'not restarted 5 s after the restart');
+    assert.ok(held.result.outcome === 'synced');
+    // Upstream's IsInBackOffSince(finishedAt): 10 s from the exit, not 5 s from the restart.
+    assert.equal(held.result.requeueAfterMs, 10_000);
+  });
+
   test('restartPolicy OnFailure restarts a failure, not a success; Never restarts neither', async () => {
     const onFailure = await harness();
     onFailure.exits.set('main', [1, 0]);
