@@ -298,7 +298,7 @@ export class PodSync implements PodSyncer {
     this.#failed.delete(uid);
     this.#firstSeen.delete(uid);
     for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
-      this.#o.crashBackoff.reset(containerBackoffKey(uid, c.name));
+      this.#o.crashBackoff.reset(containerBackoffKey(uid, c.name, c.image ?? ''));
     }
   }
 }

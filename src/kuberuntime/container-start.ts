@@ -309,7 +309,7 @@ async function attemptStart(
   }
   // A restart after an exit counts towards CrashLoopBackOff (the plan checked it is due).
   if (previous !== undefined && previous.state === 'exited')
-    deps.crashBackoff.next(containerBackoffKey(uid, spec.name));
+    deps.crashBackoff.next(containerBackoffKey(uid, spec.name, spec.image ?? ''));
   let containerId: string;
   try {
     containerId = (

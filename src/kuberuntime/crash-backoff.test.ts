@@ -22,7 +22,7 @@ function run(finishedAt: number, now: number) {
   };
   // The last restart was 300 s ago with a 300 s delay: by that clock it is due now.
   const backoff = fakeBackoff({
-    [containerBackoffKey('u', 'c')]: { remaining: 0, current: 300_000 },
+    [containerBackoffKey('u', 'c', spec('c').image ?? '')]: { remaining: 0, current: 300_000 },
   });
   const waiting = {};
   const start = holdBackCrashLooping(['c'], { pod, status, now, backoff }, waiting);

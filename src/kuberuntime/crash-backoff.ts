@@ -4,7 +4,7 @@
  * (src/util/backoff.ts: 10 s doubling to 300 s, reset after 10 min without a crash);
  * the sync loop records a failure there each time it restarts an exited container.
  */
-import type { Pod } from 'kubernetes-types/core/v1.js';
+import type { Container, Pod } from 'kubernetes-types/core/v1.js';
 import { formatGoDuration } from '../config/duration.ts';
 import { podDescription } from '../container/format.ts';
 import { hashContainer, sameContainerHash } from '../container/container-hash.ts';
@@ -33,9 +33,13 @@ export interface WaitingContainer {
   readonly retryAt: number;
 }
 
-/** The back-off key of a pod's container: `${podUid}_${containerName}`. */
-export function containerBackoffKey(podUid: string, containerName: string): string {
-  return `${podUid}_${containerName}`;
+/**
+ * The back-off key of a pod's container: `${podUid}_${containerName}_${image}`. The image
+ * is part of it as in upstream's GetBackoffKey, so a container whose image was changed
+ * (say `kubectl set image` to fix the crash) starts a fresh back-off.
+ */
+export function containerBackoffKey(podUid: string, containerName: string, image: string): string {
+  return `${podUid}_${containerName}_${image}`;
 }
 
 /** What {@link holdBackCrashLooping} reads besides the names. */
@@ -50,9 +54,7 @@ export interface CrashLoopInput {
  * `names` without the containers still backing off, each of which gets an entry in
  * `waiting`. Only a container whose newest exited instance ran the current spec is in
  * a crash loop: a first start, a restart after an unknown state, or a start after the
- * spec changed (say `kubectl set image` to fix the crash) is never held back. Upstream
- * gets the last one by putting the image in its back-off key; berth's key stays
- * `${uid}_${name}` so that the sync loop can record failures without the spec.
+ * spec changed is never held back.
  */
 export function holdBackCrashLooping(
   names: readonly string[],
@@ -61,7 +63,7 @@ export function holdBackCrashLooping(
 ): string[] {
   const uid = pod.metadata?.uid ?? status.uid;
   return names.filter((name) => {
-    const key = containerBackoffKey(uid, name);
+    const key = containerBackoffKey(uid, name, specOf(pod, name)?.image ?? '');
     const crashed = crashedWithCurrentSpec(pod, status, name);
     if (crashed === undefined) return true;
     // The delay set at the last restart, counted from the exit that followed it.
@@ -107,10 +109,14 @@ function crashedWithCurrentSpec(
     if (crashed === undefined || c.createdAt > crashed.createdAt) crashed = c;
   }
   if (crashed === undefined) return undefined;
-  const container = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find(
-    (c) => c.name === name,
-  );
+  const container = specOf(pod, name);
   return container === undefined || sameContainerHash(crashed.hash, hashContainer(container))
     ? crashed
     : undefined;
+}
+
+function specOf(pod: Pod, name: string): Container | undefined {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find(
+    (c) => c.name === name,
+  );
 }

@@ -122,7 +122,14 @@ describe('computePodActions: regular init container matrix', () => {
               ),
               now: NOW,
               backoff: fakeBackoff(
-                backoff ? { [`${TEST_POD_UID}_init`]: { remaining: 5_000, current: 10_000 } } : {},
+                backoff
+                  ? {
+                      [`${TEST_POD_UID}_init_registry.test/init:1`]: {
+                        remaining: 5_000,
+                        current: 10_000,
+                      },
+                    }
+                  : {},
               ),
             });
             assert.equal(got.killPod, want.killPod, 'killPod');
@@ -355,7 +362,9 @@ describe('computePodActions: sidecars', () => {
         [instance('s1', 'exited', { exitCode: 1 }), instance('s2', 'running')],
       ),
       now: NOW,
-      backoff: fakeBackoff({ [`${TEST_POD_UID}_s1`]: { remaining: 1_000, current: 10_000 } }),
+      backoff: fakeBackoff({
+        [`${TEST_POD_UID}_s1_registry.test/s1:1`]: { remaining: 1_000, current: 10_000 },
+      }),
     });
     assert.deepEqual(actions.initContainersToStart, ['b']);
     assert.equal(actions.waiting['s1']?.reason, 'CrashLoopBackOff');

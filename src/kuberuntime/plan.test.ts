@@ -21,7 +21,7 @@ import { fakeBackoff, fakeProbes } from './testing.ts';
 
 // 5 s after the fixtures' containers exited (at 2.5 s): a 20 s back-off has 15 s left.
 const NOW = 7_500;
-const KEY = `${TEST_POD_UID}_main`;
+const KEY = `${TEST_POD_UID}_main_registry.test/main:1`;
 
 type Policy = 'Always' | 'OnFailure' | 'Never';
 type Current = 'none' | 'created' | 'running' | 'exited0' | 'exited1' | 'unknown';
@@ -227,7 +227,7 @@ describe('computePodActions: back-off reporting', () => {
     assert.deepEqual(actions.waiting, {});
   });
 
-  test('uses the back-off key `${uid}_${name}`', () => {
+  test('uses the back-off key `${uid}_${name}_${image}` (upstream: a new image, a fresh back-off)', () => {
     const asked: string[] = [];
     computePodActions({
       pod: testPod(),
@@ -240,7 +240,7 @@ describe('computePodActions: back-off reporting', () => {
         },
       },
     });
-    assert.deepEqual(asked, ['uid-1_main']);
+    assert.deepEqual(asked, ['uid-1_main_registry.test/main:1']);
   });
 
   test('formats delays like Go durations', () => {

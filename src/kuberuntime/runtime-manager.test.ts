@@ -223,6 +223,29 @@ describe('KubeRuntimeManager.syncPod', () => {
     assert.equal(held.result.requeueAfterMs, 10_000);
   });
 
+  test('a new image starts a fresh back-off (the image is in the key, as upstream)', async () => {
+    const h = await harness();
+    h.fake.addImage('registry.test/main:2', { preloaded: true });
+    h.exits.set('main', [1, 1, 1, 1, 1]);
+    const p = testPod({ restartPolicy: 'Always' });
+    await h.sync(p);
+    await h.sync(p);
+    await h.clock.advance(10_000);
+    await h.sync(p);
+    const held = await h.sync(p);
+    assert.ok(held.result.outcome === 'synced');
+    assert.equal(held.result.requeueAfterMs, 20_000, 'the old image backs off 20 s');
+    const fixed = testPod({
+      restartPolicy: 'Always',
+      containers: [spec('main', { image: 'registry.test/main:2' })],
+    });
+    await h.sync(fixed);
+    assert.equal(h.created().length, 4, 'the new image starts at once');
+    const again = await h.sync(fixed);
+    assert.ok(again.result.outcome === 'synced');
+    assert.equal(again.result.requeueAfterMs, 10_000, 'its first back-off is 10 s, not 40 s');
+  });
+
   test('restartPolicy OnFailure restarts a failure, not a success; Never restarts neither', async () => {
     const onFailure = await harness();
     onFailure.exits.set('main', [1, 0]);
