@@ -26,7 +26,7 @@ function isBytes(name: string): boolean {
 }
 
 /** A quantity as Go prints a new one of that resource. */
-export function formatAmount(name: string, v: number): string {
+function formatAmount(name: string, v: number): string {
   if (name === 'cpu') return formatMilliCpu(v);
   return isBytes(name) ? formatBytes(v) : String(v);
 }

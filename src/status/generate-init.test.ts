@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Container, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
 import type { RuntimeContainer } from '../container/pod-status.ts';
-import { runtimeContainer as instance, runtimeStatus as runtime } from './testing.ts';
-import { generatePodStatus, type StatusInput } from './generate.ts';
+import { generateStatus, runtimeContainer as instance } from './testing.ts';
+import type { StatusInput } from './generate.ts';
 
 const NOW = new Date('2026-01-01T00:00:10Z');
 
@@ -37,15 +37,7 @@ function status(
   containers: RuntimeContainer[],
   extra: Partial<StatusInput> = {},
 ): PodStatus {
-  return generatePodStatus({
-    pod: p,
-    runtime: runtime(containers),
-    waiting: new Map(),
-    runtimeName: 'containerd',
-    hostIPs: ['127.0.0.1'],
-    now: NOW,
-    ...extra,
-  });
+  return generateStatus(p, containers, NOW, extra);
 }
 
 const cond = (s: PodStatus, type: string) => s.conditions?.find((x) => x.type === type);

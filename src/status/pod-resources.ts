@@ -15,6 +15,7 @@
 import type { Pod, PodStatus, ResourceRequirements } from 'kubernetes-types/core/v1.js';
 import { podResourceList } from '../allocation/pod-allocated.ts';
 import { formatBytes, formatMilliCpu } from '../allocation/resources.ts';
+import { milliCpuToShares } from '../cm/pod-cgroups.ts';
 import { podLevelResources } from '../container/pod-level.ts';
 import { milliCpu } from '../util/quantity.ts';
 
@@ -33,12 +34,6 @@ const MIN_MILLI_CPU_LIMIT = 10;
 /** Upstream's SharesToMilliCPU. */
 function sharesToMilliCpu(shares: number): number {
   return shares >= MIN_SHARES ? Math.ceil((shares * 1000) / 1024) : 0;
-}
-
-/** Upstream's MilliCPUToShares. */
-function milliCpuToShares(milli: number): number {
-  if (milli === 0) return MIN_SHARES;
-  return Math.min(262_144, Math.max(MIN_SHARES, Math.floor((milli * 1024) / 1000)));
 }
 
 /**

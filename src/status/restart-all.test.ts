@@ -9,8 +9,12 @@ import { describe, test } from 'node:test';
 import type { Container, Pod, PodStatus } from 'kubernetes-types/core/v1.js';
 import type { RuntimeContainer } from '../container/pod-status.ts';
 import { shouldAllContainersRestart } from '../container/restart-policy.ts';
-import { runtimeContainer as instance, runtimeStatus as runtime } from './testing.ts';
-import { generatePodStatus, type StatusInput } from './generate.ts';
+import {
+  generateStatus,
+  runtimeContainer as instance,
+  runtimeStatus as runtime,
+} from './testing.ts';
+import type { StatusInput } from './generate.ts';
 
 const NOW = new Date('2026-01-01T00:00:10Z');
 
@@ -35,15 +39,7 @@ const pod: Pod = {
 };
 
 function status(containers: RuntimeContainer[], extra: Partial<StatusInput> = {}): PodStatus {
-  return generatePodStatus({
-    pod,
-    runtime: runtime(containers),
-    waiting: new Map(),
-    runtimeName: 'containerd',
-    hostIPs: ['127.0.0.1'],
-    now: NOW,
-    ...extra,
-  });
+  return generateStatus(pod, containers, NOW, extra);
 }
 
 const cond = (s: PodStatus, type: string) => s.conditions?.find((x) => x.type === type);

@@ -1,5 +1,7 @@
 /** Runtime state for the status generator's tests: one sandbox, containers as given. */
+import type { Pod, PodStatus } from 'kubernetes-types/core/v1.js';
 import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status.ts';
+import { generatePodStatus, type StatusInput } from './generate.ts';
 
 /** A container instance of pod u1 in sandbox s1; exited ones exited 0 at t=3 s. */
 export function runtimeContainer(
@@ -34,4 +36,22 @@ export function runtimeStatus(containers: RuntimeContainer[]): RuntimePodStatus 
     ],
     containers,
   };
+}
+
+/** The status generated for `pod` with `containers` in the runtime, at `now`. */
+export function generateStatus(
+  pod: Pod,
+  containers: RuntimeContainer[],
+  now: Date,
+  extra: Partial<StatusInput> = {},
+): PodStatus {
+  return generatePodStatus({
+    pod,
+    runtime: runtimeStatus(containers),
+    waiting: new Map(),
+    runtimeName: 'containerd',
+    hostIPs: ['127.0.0.1'],
+    now,
+    ...extra,
+  });
 }
