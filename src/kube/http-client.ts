@@ -26,6 +26,7 @@ import { loadKubeconfig, type KubeCredentials } from './kubeconfig.ts';
 import { lines, parseEvent } from './watch-stream.ts';
 import { queryString, resourceUrlPath } from './paths.ts';
 import { TokenBucket } from './rate-limiter.ts';
+import { defaultUserAgent } from './user-agent.ts';
 import { drain, Endpoint, readText } from './transport.ts';
 import {
   errorFromStatus,
@@ -49,23 +50,8 @@ import {
   type WriteOptions,
 } from './types.ts';
 
-/** berth's own version, reported in the User-Agent. */
-export const BERTH_VERSION = '0.1.0';
-/** The Kubernetes version berth's API use follows. */
-export const KUBERNETES_VERSION = 'v1.37.2';
-
-const GO_ARCH: Readonly<Record<string, string>> = { x64: 'amd64', ia32: '386', ppc64: 'ppc64le' };
-
-/** `berth/0.1.0 (linux/amd64) kubernetes/v1.37.2`, shaped like client-go's default. */
-export function defaultUserAgent(
-  platform: string = process.platform,
-  arch: string = process.arch,
-): string {
-  return `berth/${BERTH_VERSION} (${platform}/${GO_ARCH[arch] ?? arch}) kubernetes/${KUBERNETES_VERSION}`;
-}
-
 /** The Content-Type the apiserver expects for each patch type. */
-export const PATCH_CONTENT_TYPES: Readonly<Record<PatchType, string>> = {
+const PATCH_CONTENT_TYPES: Readonly<Record<PatchType, string>> = {
   strategic: 'application/strategic-merge-patch+json',
   merge: 'application/merge-patch+json',
   json: 'application/json-patch+json',

@@ -5,7 +5,8 @@
  * re-exported here.
  */
 export * from './types.ts';
-export { HttpKubeClient, defaultUserAgent, type HttpKubeClientOptions } from './http-client.ts';
+export { HttpKubeClient, type HttpKubeClientOptions } from './http-client.ts';
+export { defaultUserAgent } from './user-agent.ts';
 export {
   KubeconfigError,
   loadKubeconfig,

@@ -12,7 +12,7 @@ import type { LogRotatePolicy } from '../logs/index.ts';
 import type { KubeletMetrics } from '../metrics/registry.ts';
 import type { NodeReserved } from '../nodestatus/build.ts';
 import type { HostInfoProvider } from '../nodestatus/host-info.ts';
-import type { KubeletServerOptions, ServingCertificateSource } from '../server/server.ts';
+import type { KubeletServerOptions, ServingCertificateSource } from '../server/options.ts';
 import type { Clock } from '../util/clock.ts';
 import type { Logger } from '../util/logger.ts';
 import type { KmsgSource } from '../oom/types.ts';

@@ -14,7 +14,7 @@ import type { KubeClient } from '../kube/types.ts';
 import type { RuntimeCache } from '../pleg/types.ts';
 import { request as httpRequest } from '../util/node-http.ts';
 import { writeTestCertificate } from '../util/test-certificate.ts';
-import type { KubeletServerOptions } from './server.ts';
+import type { KubeletServerOptions } from './options.ts';
 
 /** Writes cert.pem and key.pem (EC P-256, CN 127.0.0.1) into `dir`. */
 export async function selfSignedCertificate(dir: string): Promise<void> {

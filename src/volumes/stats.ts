@@ -30,6 +30,7 @@ import { inNamespace, PERSISTENTVOLUMECLAIMS, type KubeClient } from '../kube/ty
 import { diskUsage, statFs } from '../stats/disk-usage.ts';
 import type { PodVolumeStats, VolumeStats } from '../stats/types.ts';
 import type { Clock } from '../util/clock.ts';
+import { withDeadline } from '../util/deadline.ts';
 import { BerthError, isAborted } from '../util/errors.ts';
 import type { Logger } from '../util/logger.ts';
 import { claimName } from './claims.ts';
@@ -134,51 +135,11 @@ function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** Runs `fn` with a child signal that also aborts after `ms` on `clock`; the timer always ends. */
-async function withDeadline<T>(
-  clock: Clock,
-  parent: AbortSignal,
-  ms: number,
-  what: string,
-  fn: (signal: AbortSignal) => Promise<T>,
-): Promise<T> {
-  parent.throwIfAborted();
-  const ac = new AbortController();
-  const onAbort = (): void => {
-    ac.abort(parent.reason);
-  };
-  parent.addEventListener('abort', onAbort, { once: true });
-  const timer = clock.sleep(ms, ac.signal).then(
-    () => {
-      ac.abort(
-        new VolumeStatsError(
-          'BERTH_VOLUME_STATS_DEADLINE',
-          `Cannot measure ${what} within ${ms / 1000}s: the deadline passed`,
-        ),
-      );
-    },
-    () => undefined,
+function deadlinePassed(what: string, ms: number): VolumeStatsError {
+  return new VolumeStatsError(
+    'BERTH_VOLUME_STATS_DEADLINE',
+    `Cannot measure ${what} within ${ms / 1000}s: the deadline passed`,
   );
-  try {
-    const out = await Promise.race([
-      fn(ac.signal),
-      // A measurement that ignores its signal still ends here at the deadline.
-      new Promise<never>((_, reject) => {
-        ac.signal.addEventListener(
-          'abort',
-          () => {
-            reject(ac.signal.reason as Error);
-          },
-          { once: true },
-        );
-      }),
-    ]);
-    return out;
-  } finally {
-    parent.removeEventListener('abort', onAbort);
-    if (!ac.signal.aborted) ac.abort(new Error('done'));
-    await timer;
-  }
 }
 
 /** Measures every known pod's volumes each period and keeps the latest per pod. */
@@ -283,7 +244,7 @@ export class VolumeStatsCollector {
       this.#o.clock,
       signal,
       timeoutMs,
-      `the volumes of pod ${this.#podFields(pod).pod}`,
+      () => deadlinePassed(`the volumes of pod ${this.#podFields(pod).pod}`, timeoutMs),
       (s) => this.#targets(pod, s),
     );
     state.failing.delete('');
@@ -337,11 +298,12 @@ export class VolumeStatsCollector {
     const what = `volume ${JSON.stringify(t.volume.name)} of pod ${fields.pod}`;
     const started = this.#o.clock.now();
     try {
+      const ms = this.#o.timeoutMs ?? DEFAULT_VOLUME_STATS_TIMEOUT_MS;
       const m = await withDeadline(
         this.#o.clock,
         signal,
-        this.#o.timeoutMs ?? DEFAULT_VOLUME_STATS_TIMEOUT_MS,
-        what,
+        ms,
+        () => deadlinePassed(what, ms),
         (s) => this.#measure(t, started, s),
       );
       if (m !== undefined && t.how.kind === 'du' && t.how.cached) state.cached.set(t.key, m);

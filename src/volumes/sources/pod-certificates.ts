@@ -20,13 +20,13 @@
  */
 import type { Pod } from 'kubernetes-types/core/v1.js';
 import { Reflector } from '../../kube/reflector.ts';
-import { inNamespace, SERVICEACCOUNTS, type KubeClient } from '../../kube/types.ts';
+import type { KubeClient } from '../../kube/types.ts';
 import type { EventRecorder } from '../../events/types.ts';
 import type { Clock } from '../../util/clock.ts';
 import { isAborted } from '../../util/errors.ts';
 import type { Logger } from '../../util/logger.ts';
 import { VolumeError } from '../types.ts';
-import { generateKeyAndProof } from './pod-certificate-keys.ts';
+import { createPodCertificateRequest } from './pod-certificate-request.ts';
 import { pemBlocks, pemCertificate } from './trust-bundles.ts';
 import {
   keyText,
@@ -424,92 +424,28 @@ export class PodCertificateManager implements PodCertificates {
     return 'pending';
   }
 
-  /** Generates a key and creates its request (upstream's createPodCertificateRequest). */
+  /** A new key and request; the request is abandoned when it vanishes after abandonAt. */
   async #create(
     pod: Pod,
     source: PodCertificateProjection,
     why: 'initial' | 'refresh',
     signal: AbortSignal,
   ): Promise<{ key: Buffer; pcr: string; abandonAt: number }> {
-    const namespace = pod.metadata?.namespace ?? 'default';
-    // The apiserver defaults serviceAccountName to "default"; static pods may lack it.
-    const saName = pod.spec?.serviceAccountName ?? pod.spec?.serviceAccount ?? 'default';
-    let saUID: string;
-    try {
-      const sa = await this.#o.kube.get<{ metadata?: { uid?: string } }>(
-        inNamespace(SERVICEACCOUNTS, namespace),
-        saName,
-        { signal },
-      );
-      saUID = sa.metadata?.uid ?? '';
-    } catch (err) {
-      throw new VolumeError(
-        'BERTH_VOLUME_SOURCE_ERROR',
-        `while fetching service account: ${err instanceof Error ? err.message : String(err)}`,
-        { cause: err },
-      );
-    }
-    const nodeUID = this.#o.nodeUID();
-    if (nodeUID === undefined) {
-      throw new VolumeError(
-        'BERTH_VOLUME_SOURCE_ERROR',
-        `while getting node object from local cache: node "${this.#o.nodeName}" not found`,
-      );
-    }
-    const { keyPem, stubPKCS10Request } = await generateKeyAndProof(source.keyType);
-    const body: PodCertificateRequest = {
-      metadata: {
-        namespace,
-        generateName: 'req-',
-        ownerReferences: [
-          {
-            apiVersion: 'v1',
-            kind: 'Pod',
-            name: pod.metadata?.name ?? '',
-            uid: pod.metadata?.uid ?? '',
-          },
-        ],
-      },
-      spec: {
-        signerName: source.signerName,
-        podName: pod.metadata?.name ?? '',
-        podUID: pod.metadata?.uid ?? '',
-        serviceAccountName: saName,
-        serviceAccountUID: saUID,
-        nodeName: this.#o.nodeName,
-        nodeUID,
-        ...(source.maxExpirationSeconds !== undefined && {
-          maxExpirationSeconds: source.maxExpirationSeconds,
-        }),
-        stubPKCS10Request: stubPKCS10Request.toString('base64'),
-        ...(source.userAnnotations !== undefined && {
-          unverifiedUserAnnotations: source.userAnnotations,
-        }),
-      },
-    };
-    let created: PodCertificateRequest;
-    try {
-      created = await this.#o.kube.create(inNamespace(PODCERTIFICATEREQUESTS, namespace), body, {
-        signal,
-      });
-    } catch (err) {
-      const what = why === 'initial' ? 'initial' : 'refresh';
-      throw new VolumeError(
-        'BERTH_VOLUME_SOURCE_ERROR',
-        `while creating ${what} PodCertificateRequest: while creating on API: ${err instanceof Error ? err.message : String(err)}`,
-        { cause: err },
-      );
-    }
-    const createdAt = Date.parse(created.metadata?.creationTimestamp ?? '');
-    const base = Number.isNaN(createdAt) ? this.#o.clock.now() : createdAt;
+    const created = await createPodCertificateRequest(
+      { kube: this.#o.kube, nodeName: this.#o.nodeName, nodeUID: this.#o.nodeUID() },
+      pod,
+      source,
+      why,
+      signal,
+    );
     this.#log.debug('PodCertificateRequest created', {
-      pod: `${namespace}/${pod.metadata?.name ?? ''}`,
-      pcr: created.metadata?.name ?? '',
+      pod: `${pod.metadata?.namespace ?? 'default'}/${pod.metadata?.name ?? ''}`,
+      pcr: created.name,
     });
     return {
-      key: keyPem,
-      pcr: created.metadata?.name ?? '',
-      abandonAt: base + ASSUME_DELETED_MS + this.#jitter(),
+      key: created.keyPem,
+      pcr: created.name,
+      abandonAt: (created.createdAt ?? this.#o.clock.now()) + ASSUME_DELETED_MS + this.#jitter(),
     };
   }
 }
