@@ -321,7 +321,9 @@ describe(`API server faults (${AGENT})`, () => {
         `${name} Running`,
         async () => {
           const pod = (await podsOnNode(cluster, node)).find((p) => p.metadata?.name === name);
-          return pod !== undefined && isRunningAndReady(pod) ? true : undefined;
+          if (pod !== undefined && isRunningAndReady(pod)) return true;
+          // The last state seen is what a timeout reports.
+          throw new Error(podState(pod));
         },
         120_000,
         1000,
@@ -401,3 +403,18 @@ describe(`API server faults (${AGENT})`, () => {
     assert.ok(cpu < windowSeconds * 0.25, `${cpu} CPU seconds in ${windowSeconds} s`);
   });
 });
+
+/** Phase, conditions and container states in one line, for a timeout's message. */
+function podState(pod: Pod | undefined): string {
+  if (pod === undefined) return 'not in the API';
+  const st = pod.status;
+  const conditions = (st?.conditions ?? []).map((c) => `${c.type}=${c.status}`).join(',');
+  const containers = (st?.containerStatuses ?? [])
+    .map((c) => {
+      const reason = c.state?.waiting?.reason ?? c.state?.terminated?.reason;
+      const kind = Object.keys(c.state ?? {}).join('');
+      return `${c.name}:${kind}${reason === undefined ? '' : `(${reason})`}`;
+    })
+    .join(',');
+  return `phase ${st?.phase ?? '-'} ${st?.reason ?? ''} [${conditions}] containers [${containers}]`;
+}
