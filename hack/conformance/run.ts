@@ -189,7 +189,7 @@ export async function runConformance(o: RunOptions): Promise<Report> {
         const json = join(o.outDir, `ginkgo-${agent}.json`);
         const started = Date.now();
         log(
-          `${agent}: running ${String(toRun.length)} specs with ${String(o.procs ?? 2)} Ginkgo processes (log: ${join(o.outDir, `e2e-${agent}.log`)})`,
+          `${agent}: running ${String(specs.length)} specs with ${String(o.procs ?? 2)} Ginkgo processes (log: ${join(o.outDir, `e2e-${agent}.log`)})`,
         );
         const code = await spawnLogged(bin, interrupt.signal, {
           // No ^: Ginkgo matches a text that does not start with the first container's.
