@@ -5,19 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { queryString, resourceUrlPath } from './paths.ts';
-import { errorFromStatus, statusFromWatchError } from './status.ts';
+import { errorFromStatus, failureStatus, statusFromWatchError } from './status.ts';
 import { inNamespace, isGone, KubeApiError, LEASES, NODES, PODS } from './types.ts';
 import { defaultUserAgent } from './user-agent.ts';
 import { parseEvent } from './watch-stream.ts';
-
-const status = (code: number, reason: string, message: string) => ({
-  kind: 'Status',
-  apiVersion: 'v1',
-  status: 'Failure',
-  code,
-  reason,
-  message,
-});
 
 describe('resourceUrlPath and queryString', () => {
   test('core and group resources, namespaced or not, with subresources', () => {
@@ -47,7 +38,7 @@ describe('resourceUrlPath and queryString', () => {
 describe('error mapping', () => {
   test('a metav1.Status gives status, reason and message', () => {
     const err = errorFromStatus(
-      status(404, 'NotFound', 'pods "p" not found'),
+      failureStatus(404, 'NotFound', 'pods "p" not found'),
       404,
       'GET /api/v1/pods/p',
     );
@@ -64,7 +55,7 @@ describe('error mapping', () => {
     assert.equal(errorFromStatus(undefined, 503).status, 503);
   });
   test('watch ERROR events: 410 Expired is gone; anything else is Unknown', () => {
-    const expired = statusFromWatchError(status(410, 'Expired', 'too old resource version'));
+    const expired = statusFromWatchError(failureStatus(410, 'Expired', 'too old resource version'));
     assert.ok(isGone(expired));
     assert.equal(expired.reason, 'Expired');
     assert.equal(statusFromWatchError({ nope: 1 }).reason, 'Unknown');

@@ -12,6 +12,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { FakeClock } from '../util/clock.ts';
 import { isAbortError } from '../util/errors.ts';
 import { HttpKubeClient } from './http-client.ts';
+import { failureStatus } from './status.ts';
 import { defaultUserAgent } from './user-agent.ts';
 import {
   CONFIGMAPS,
@@ -36,15 +37,6 @@ const json = (res: ServerResponse, status: number, value: unknown): void => {
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify(value));
 };
-
-const status = (code: number, reason: string, message: string) => ({
-  kind: 'Status',
-  apiVersion: 'v1',
-  status: 'Failure',
-  code,
-  reason,
-  message,
-});
 
 async function collect<T>(events: AsyncIterable<WatchEvent<T>>): Promise<WatchEvent<T>[]> {
   const out: WatchEvent<T>[] = [];
@@ -159,7 +151,7 @@ describe('HttpKubeClient over HTTP', () => {
 
   test('answers other than 2xx become KubeApiError; transport failures are status 0', async () => {
     handler = (_req, res) => {
-      json(res, 409, status(409, 'AlreadyExists', 'configmaps "a" exists'));
+      json(res, 409, failureStatus(409, 'AlreadyExists', 'configmaps "a" exists'));
     };
     await assert.rejects(client.create(cms, {}), (err: unknown) => {
       assert.ok(err instanceof KubeApiError);
@@ -285,7 +277,7 @@ describe('HttpKubeClient over HTTP', () => {
       res.setHeader('content-type', 'application/json');
       if (next.retryAfter !== undefined) res.setHeader('retry-after', next.retryAfter);
       res.writeHead(next.code);
-      res.end(JSON.stringify(status(next.code, 'TooManyRequests', 'slow down')));
+      res.end(JSON.stringify(failureStatus(next.code, 'TooManyRequests', 'slow down')));
     };
     answers = [
       { code: 429, retryAfter: '1' },
@@ -372,7 +364,10 @@ describe('HttpKubeClient over HTTP', () => {
         res.end(
           lines(
             { type: 'ADDED', object: cm('a', '11') },
-            { type: 'ERROR', object: status(410, 'Expired', 'too old resource version: 5 (9)') },
+            {
+              type: 'ERROR',
+              object: failureStatus(410, 'Expired', 'too old resource version: 5 (9)'),
+            },
           ),
         );
       };
@@ -392,7 +387,7 @@ describe('HttpKubeClient over HTTP', () => {
 
     test('an HTTP error answer to a watch throws; a malformed line throws status 0', async () => {
       handler = (_req, res) => {
-        json(res, 403, status(403, 'Forbidden', 'no'));
+        json(res, 403, failureStatus(403, 'Forbidden', 'no'));
       };
       await assert.rejects(collect(client.watch(cms)), (e: unknown) => {
         assert.equal((e as KubeApiError).reason, 'Forbidden');
