@@ -4,11 +4,12 @@
  * (src/util/backoff.ts: 10 s doubling to 300 s, reset after 10 min without a crash);
  * the sync loop records a failure there each time it restarts an exited container.
  */
-import type { Container, Pod } from 'kubernetes-types/core/v1.js';
+import type { Pod } from 'kubernetes-types/core/v1.js';
 import { formatGoDuration } from '../config/duration.ts';
 import { podDescription } from '../container/format.ts';
 import { hashContainer, sameContainerHash } from '../container/container-hash.ts';
 import type { RuntimeContainer, RuntimePodStatus } from '../container/pod-status.ts';
+import { specContainer } from './pod-sandbox.ts';
 
 /** The part of berth's Backoff the plan reads (keys from {@link containerBackoffKey}). */
 export interface BackoffReader {
@@ -63,7 +64,7 @@ export function holdBackCrashLooping(
 ): string[] {
   const uid = pod.metadata?.uid ?? status.uid;
   return names.filter((name) => {
-    const key = containerBackoffKey(uid, name, specOf(pod, name)?.image ?? '');
+    const key = containerBackoffKey(uid, name, specContainer(pod, name)?.image ?? '');
     const crashed = crashedWithCurrentSpec(pod, status, name);
     if (crashed === undefined) return true;
     // The delay set at the last restart, counted from the exit that followed it.
@@ -109,14 +110,8 @@ function crashedWithCurrentSpec(
     if (crashed === undefined || c.createdAt > crashed.createdAt) crashed = c;
   }
   if (crashed === undefined) return undefined;
-  const container = specOf(pod, name);
+  const container = specContainer(pod, name);
   return container === undefined || sameContainerHash(crashed.hash, hashContainer(container))
     ? crashed
     : undefined;
-}
-
-function specOf(pod: Pod, name: string): Container | undefined {
-  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find(
-    (c) => c.name === name,
-  );
 }
